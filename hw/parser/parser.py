@@ -1,0 +1,203 @@
+"""Line-rate header parser: packets in, the same packets out with parse metadata beside them.
+
+How it keeps line rate at any data width: the first ``header_bytes`` of each packet are
+captured into a window while every beat also enters a data FIFO. When the window is full or the
+packet ends, the window is handed to a pipeline of walk steps (one header per step, one packet
+per cycle), whose result enters a metadata FIFO. The output joins the two FIFOs, so the data
+streams out at one beat per cycle once its metadata is ready; the FIFOs are sized to cover the
+capture and walk latency. Short packets (one beat at 512 bits) need one walk result per cycle,
+which the pipeline gives.
+
+Nothing is dropped: every packet comes out, flagged when its headers are bad. A credit counter
+holds the input while as many packets are in flight as the metadata FIFO can take.
+"""
+
+from amaranth.hdl import Cat, C, Module, Mux, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..stream import PacketSignature, check_data_width
+from .headers import FIRST_HEADER, header_index
+from .meta import meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
+from .toeplitz import toeplitz_hash
+from .walk import walk_state_layout, walk_step
+
+__all__ = ["HeaderParser"]
+
+
+def _popcount(value):
+    return sum(value[i] for i in range(len(value)))
+
+
+def _pow2_at_least(n):
+    return 1 << (n - 1).bit_length()
+
+
+class HeaderParser(wiring.Component):
+    """Parse Ethernet / 802.1Q / IPv4 / IPv6 / UDP / TCP / VXLAN headers at line rate.
+
+    Parameters
+    ----------
+    data_width : int
+        Bits per beat (64 to 1024).
+    header_bytes : int
+        Size of the capture window; headers beyond it are not parsed (flag ``too_deep``).
+    walk_steps : int
+        Headers walked per packet; the pipeline has one register stage per step.
+
+    Members
+    -------
+    i : In(PacketSignature(data_width))
+    o : Out(PacketSignature(data_width, meta_layout(header_bytes)))
+    packets, bytes, errors : Out(64)
+        Counters of packets leaving the parser (``errors``: any error flag set).
+    """
+
+    def __init__(self, data_width=512, header_bytes=256, walk_steps=11):
+        check_data_width(data_width)
+        if data_width < 64:
+            raise ValueError(f"Parser data width must be at least 64, not {data_width!r}")
+        if (not isinstance(header_bytes, int) or header_bytes < 64
+                or header_bytes % (data_width // 8)):
+            raise ValueError(f"Header window must be a multiple of {data_width // 8} bytes and "
+                             f"at least 64, not {header_bytes!r}")
+        if not isinstance(walk_steps, int) or walk_steps < 1:
+            raise ValueError(f"Walk steps must be a positive integer, not {walk_steps!r}")
+        self.data_width = data_width
+        self.header_bytes = header_bytes
+        self.walk_steps = walk_steps
+        self.meta_layout = meta_layout(header_bytes)
+        self.capture_beats = header_bytes // (data_width // 8)
+        self.pipeline_depth = walk_steps + 2  # capture register, walk steps, finish
+        self.fifo_depth = _pow2_at_least(self.capture_beats + self.pipeline_depth + 8)
+        super().__init__({
+            "i": In(PacketSignature(data_width)),
+            "o": Out(PacketSignature(data_width, self.meta_layout)),
+            "packets": Out(64),
+            "bytes": Out(64),
+            "errors": Out(64),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, H = self.data_width, self.header_bytes
+        nbytes = W // 8
+        state_layout = walk_state_layout(H)
+
+        data_fifo = m.submodules.data_fifo = fifo.SyncFIFOBuffered(
+            width=W + nbytes + 1, depth=self.fifo_depth)
+        meta_fifo = m.submodules.meta_fifo = fifo.SyncFIFOBuffered(
+            width=self.meta_layout.size, depth=self.fifo_depth)
+
+        # --- input: credit check, capture window ---------------------------------------
+        in_flight = Signal(range(self.fifo_depth + 1))
+        handoff = Signal()
+        meta_pop = Signal()
+        m.d.comb += self.i.ready.eq(data_fifo.w_rdy & (in_flight < self.fifo_depth))
+        take = self.i.valid & self.i.ready
+        m.d.comb += [
+            data_fifo.w_en.eq(take),
+            data_fifo.w_data.eq(Cat(self.i.p.data, self.i.p.keep, self.i.p.last)),
+        ]
+        m.d.sync += in_flight.eq(in_flight + handoff - meta_pop)
+
+        beat = Signal(range(self.capture_beats + 1))
+        avail = Signal(range(H + 1))
+        window = Signal(H * 8)
+        merged = Signal(H * 8)
+        m.d.comb += merged.eq(window)
+        with m.Switch(beat):
+            for k in range(self.capture_beats):
+                with m.Case(k):
+                    m.d.comb += merged[k * W:(k + 1) * W].eq(self.i.p.data)
+        capturing = beat < self.capture_beats
+        avail_now = avail + _popcount(self.i.p.keep)
+        m.d.comb += handoff.eq(take & capturing & (self.i.p.last | (beat == self.capture_beats - 1)))
+
+        stages = [Signal(state_layout, name=f"walk{k}") for k in range(self.walk_steps + 1)]
+        valid = [Signal(name=f"walk{k}_valid") for k in range(self.walk_steps + 1)]
+        s0 = stages[0]
+        with m.If(take):
+            m.d.sync += window.eq(merged)
+            with m.If(capturing):
+                m.d.sync += avail.eq(avail_now)
+            with m.If(self.i.p.last):
+                m.d.sync += [beat.eq(0), avail.eq(0)]
+            with m.Elif(capturing):
+                m.d.sync += beat.eq(beat + 1)
+        m.d.sync += valid[0].eq(handoff)
+        with m.If(handoff):
+            ended = self.i.p.last
+            m.d.sync += [
+                s0.eq(0),
+                s0.hdr.eq(merged),
+                s0.avail.eq(avail_now),
+                s0.ended.eq(ended),
+                s0.kind.eq(header_index(FIRST_HEADER)),
+                s0.meta.flags.runt.eq(ended & (avail_now < RUNT_BYTES)),
+            ]
+
+        # --- the walk: one registered step per header -----------------------------------
+        for k in range(self.walk_steps):
+            m.d.sync += walk_step(m, stages[k], stages[k + 1], H, name=f"walk{k}")
+            m.d.sync += valid[k + 1].eq(valid[k])
+
+        # --- finish: tenant key, flow hash, depth check -> metadata FIFO ----------------
+        last_state = stages[-1]
+        done = Signal(self.meta_layout)
+        m.d.comb += done.eq(last_state.meta)
+        with m.If(last_state.kind != 0):
+            m.d.comb += done.flags.too_deep.eq(1)
+        for cond, key, kind in reversed(TENANT_KEY_RULES):  # first rule wins: apply it last
+            with m.If(getattr(last_state.meta, cond) != 0):
+                m.d.comb += [done.tenant_kind.eq(int(kind)),
+                             done.tenant_key.eq(getattr(last_state.meta, key))]
+        m.d.comb += done.flow_hash.eq(toeplitz_hash(last_state.meta.flow, TOEPLITZ_KEY))
+        finished = Signal(self.meta_layout)
+        finished_valid = Signal()
+        m.d.sync += [finished.eq(done), finished_valid.eq(valid[-1])]
+        m.d.comb += [meta_fifo.w_en.eq(finished_valid), meta_fifo.w_data.eq(finished)]
+
+        # --- output: join data and metadata, tail flags, counters -----------------------
+        out_data = data_fifo.r_data[:W]
+        out_keep = data_fifo.r_data[W:W + nbytes]
+        out_last = data_fifo.r_data[W + nbytes]
+        head = self.meta_layout(meta_fifo.r_data)
+        m.d.comb += [
+            self.o.valid.eq(data_fifo.r_rdy & meta_fifo.r_rdy),
+            self.o.p.data.eq(out_data),
+            self.o.p.keep.eq(out_keep),
+            self.o.p.last.eq(out_last),
+            self.o.p.meta.eq(head),
+        ]
+        sent = Signal(17)          # bytes of this packet already sent (saturating is not needed:
+        bad_keep = Signal()        # 17 bits cover any frame a 16-bit IP length can describe)
+        total = Signal(range((1 << 17) + nbytes))
+        m.d.comb += total.eq(sent + _popcount(out_keep))
+        full_keep = C((1 << nbytes) - 1, nbytes)
+        contiguous = (out_keep != 0) & ((out_keep & (out_keep + 1)) == 0)
+        beat_bad = Signal()
+        m.d.comb += beat_bad.eq(Mux(out_last, ~contiguous, out_keep != full_keep))
+        with m.If(out_last):
+            m.d.comb += [
+                self.o.p.meta.flags.length_error.eq(total < head.min_len),
+                self.o.p.meta.flags.keep_error.eq(bad_keep | beat_bad),
+            ]
+        out_take = self.o.valid & self.o.ready
+        m.d.comb += [
+            data_fifo.r_en.eq(out_take),
+            meta_pop.eq(out_take & out_last),
+            meta_fifo.r_en.eq(meta_pop),
+        ]
+        with m.If(out_take):
+            with m.If(out_last):
+                error = Cat(*[getattr(self.o.p.meta.flags, f) for f in ERROR_FLAGS]).any()
+                m.d.sync += [
+                    sent.eq(0), bad_keep.eq(0),
+                    self.packets.eq(self.packets + 1),
+                    self.bytes.eq(self.bytes + total),
+                    self.errors.eq(self.errors + error),
+                ]
+            with m.Else():
+                m.d.sync += [sent.eq(total), bad_keep.eq(bad_keep | beat_bad)]
+        return m

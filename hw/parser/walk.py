@@ -1,0 +1,237 @@
+"""One step of the header walk, generated from the declarations in ``headers.py``.
+
+A walk step looks at the header that starts at ``off`` in the captured window, in one cycle:
+a byte-granular shifter brings the header to bit 0, constant slices pull out its fields, and
+the binds, checks, length and next-header rules of every declared header are laid out side by
+side, selected by ``kind``. Steps are chained with a register between each (see ``parser.py``).
+"""
+
+import functools
+
+from amaranth.hdl import Cat, C, Mux, Signal
+from amaranth.lib import data
+
+from .headers import HEADERS, LAYERS, LengthFrom, Offset, EndOf, HeaderLength, header_index
+from .meta import meta_layout, offset_width
+
+__all__ = ["walk_state_layout", "walk_step", "NTH_HEADERS"]
+
+# Headers whose binds depend on their occurrence count within a layer (VLAN tag 1 vs tag 2).
+NTH_HEADERS = tuple(h.name for h in HEADERS if any(b.nth is not None for b in h.binds))
+_MAX_FIXED = max(h.fixed_bytes for h in HEADERS)
+_PASS_THROUGH = ("hdr", "avail", "ended")
+
+
+def walk_state_layout(header_bytes):
+    ow = offset_width(header_bytes)
+    return data.StructLayout({
+        "hdr": header_bytes * 8,        # the captured window, byte i at bits [8i, 8i+8)
+        "avail": ow,                    # bytes of the frame inside the window
+        "ended": 1,                     # the frame ends inside the window
+        "off": ow,                      # where the header to walk starts
+        "kind": (len(HEADERS) + 1).bit_length(),  # header_index() of it, 0 when stopped
+        "layer": max(1, (LAYERS - 1).bit_length()),
+        "counts": data.ArrayLayout(2, max(1, len(NTH_HEADERS))),
+        "meta": meta_layout(header_bytes),
+    })
+
+
+def _slot(view, path):
+    return functools.reduce(getattr, path.split("."), view)
+
+
+def _stop_short(m, s, n):
+    """The header does not fit: the frame either ended (truncated) or goes on (too deep)."""
+    with m.If(s.ended):
+        m.d.comb += n.meta.flags.truncated.eq(1)
+    with m.Else():
+        m.d.comb += n.meta.flags.too_deep.eq(1)
+    m.d.comb += n.kind.eq(0)
+
+
+def _header_case(m, s, n, h, win, prefix):
+    fixed = h.fixed_bytes
+    raw = win[:fixed * 8]
+    be = Cat(*[raw[8 * i:8 * i + 8] for i in reversed(range(fixed))])  # wire byte 0 on top
+    fields = {}
+    for f in h.fields:
+        pos, width = h.field_position(f.name)
+        fields[f.name] = Signal(width, name=f"{prefix}_{h.name}_{f.name}")
+        m.d.comb += fields[f.name].eq(be[fixed * 8 - pos - width:fixed * 8 - pos])
+    if isinstance(h.length, LengthFrom):
+        hlen = Signal(range(h.max_bytes + 1), name=f"{prefix}_{h.name}_length")
+        m.d.comb += hlen.eq(fields[h.length.field] * h.length.scale)
+    else:
+        hlen = C(fixed)
+    end = Signal(range(1 << (len(s.off) + 1)), name=f"{prefix}_{h.name}_end")
+    m.d.comb += end.eq(s.off + hlen)
+
+    with m.If(s.off + fixed > s.avail):
+        _stop_short(m, s, n)
+    with m.Else():
+        count = None
+        if h.name in NTH_HEADERS:
+            ci = NTH_HEADERS.index(h.name)
+            count = s.counts[ci]
+            m.d.comb += n.counts[ci].eq(Mux(count == 3, 3, count + 1))
+        for b in h.binds:
+            cond = C(1)
+            if b.layer is not None:
+                cond &= s.layer == b.layer
+            if b.nth is not None:
+                cond &= count == b.nth
+            if isinstance(b.value, Offset):
+                value = s.off
+            elif isinstance(b.value, EndOf):
+                value = s.off + b.value.extra + fields[b.value.field]
+            elif isinstance(b.value, str):
+                value = fields[b.value]
+            else:
+                value = C(b.value)
+            targets = ([(s.layer == i, _slot(n.meta, b.slot)[i], _slot(s.meta, b.slot)[i])
+                        for i in range(LAYERS)] if b.per_layer
+                       else [(C(1), _slot(n.meta, b.slot), _slot(s.meta, b.slot))])
+            for sel, target, current in targets:
+                if b.mode == "max":
+                    sel = sel & (value > current)
+                with m.If(cond & sel):
+                    m.d.comb += target.eq(value)
+        failed = C(0)
+        for c in h.checks:
+            got = fields[c.field]
+            ref = hlen if isinstance(c.value, HeaderLength) else C(c.value)
+            ok = {"==": got == ref, ">=": got >= ref, "has": (got & ref) == ref}[c.op]
+            with m.If(~ok):
+                m.d.comb += getattr(n.meta.flags, c.flag).eq(1)
+            failed |= ~ok
+        with m.If(failed):
+            m.d.comb += n.kind.eq(0)
+        with m.Elif(end > s.avail):
+            _stop_short(m, s, n)
+        with m.Else():
+            m.d.comb += [n.off.eq(end), n.meta.payload_off.eq(end)]
+            default = header_index(h.default_next) if h.default_next else 0
+            next_kind = Signal.like(n.kind, name=f"{prefix}_{h.name}_next_kind")
+            if h.select:
+                with m.Switch(fields[h.select]):
+                    for value, name in h.next.items():
+                        with m.Case(value):
+                            m.d.comb += next_kind.eq(header_index(name))
+                    with m.Default():
+                        m.d.comb += next_kind.eq(default)
+            else:
+                m.d.comb += next_kind.eq(default)
+            m.d.comb += n.kind.eq(next_kind)
+            if h.tunnel:
+                with m.If(next_kind != 0):
+                    with m.If(s.layer == LAYERS - 1):
+                        m.d.comb += [n.meta.flags.too_deep.eq(1), n.kind.eq(0)]
+                    with m.Else():
+                        m.d.comb += n.layer.eq(s.layer + 1)
+                        m.d.comb += [c.eq(0) for c in n.counts]
+
+
+class _Split:
+    """A struct layout as separate signals, one per leaf field.
+
+    Amaranth lowers every conditional assignment to a slice of a wide signal by walking the whole
+    signal, so a 2800-bit comb state with ~100 assignments took minutes to convert. One signal
+    per field keeps each assignment list small (conversion in seconds).
+    """
+
+    def __init__(self, layout, name):
+        self._layout = layout
+        self._parts = {}
+        for fname, f in layout:
+            self._parts[fname] = _split(f.shape, f"{name}__{fname}")
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_parts"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def leaves(self):
+        for fname, f in self._layout:
+            yield from _leaves(self._parts[fname])
+
+    def as_value(self):
+        parts = sorted(((f.offset, _as_value(self._parts[n])) for n, f in self._layout),
+                       key=lambda p: p[0])
+        return Cat(*[v for _, v in parts])
+
+
+def _split(shape, name):
+    if isinstance(shape, data.StructLayout):
+        return _Split(shape, name)
+    if isinstance(shape, data.ArrayLayout):
+        return [_split(shape.elem_shape, f"{name}__{i}") for i in range(shape.length)]
+    return Signal(shape, name=name)
+
+
+def _leaves(part):
+    if isinstance(part, _Split):
+        yield from part.leaves()
+    elif isinstance(part, list):
+        for p in part:
+            yield from _leaves(p)
+    else:
+        yield part
+
+
+def _as_value(part):
+    if isinstance(part, _Split):
+        return part.as_value()
+    if isinstance(part, list):
+        return Cat(*[_as_value(p) for p in part])
+    return part
+
+
+def _view_leaves(view, layout):
+    for fname, f in layout:
+        sub = getattr(view, fname)
+        if isinstance(f.shape, data.StructLayout):
+            yield from _view_leaves(sub, f.shape)
+        elif isinstance(f.shape, data.ArrayLayout):
+            for i in range(f.shape.length):
+                if isinstance(f.shape.elem_shape, data.StructLayout):
+                    yield from _view_leaves(sub[i], f.shape.elem_shape)
+                else:
+                    yield sub[i]
+        else:
+            yield sub
+
+
+def _byte_shifter(m, value, offset, out_bytes, name):
+    """``out_bytes`` bytes of ``value`` starting at byte ``offset`` (zeros past its end).
+
+    A log shifter of 2:1 muxes, largest step first so each stage keeps only the bytes still
+    reachable. (``bit_select`` gives a cell whose every output bit depends on every input bit;
+    Amaranth's combinational-cycle check then takes minutes on a 2 kbit window.) Each stage is
+    its own signal: Amaranth's AST passes copy shared subexpressions, and a nested mux that
+    names its input twice per level would grow as 2**levels.
+    """
+    for k in reversed(range(len(offset))):
+        step = 8 << k
+        keep = (out_bytes + (1 << k) - 1) * 8
+        shifted = value[step:step + keep] if step < len(value) else C(0, keep)
+        stage = Signal(keep, name=f"{name}_shift{k}")
+        m.d.comb += stage.eq(Mux(offset[k], shifted, value[:keep]))
+        value = stage
+    return value[:out_bytes * 8]
+
+
+def walk_step(m, s, state_out, header_bytes, name="walk"):
+    """Statements that drive ``state_out`` (a view, assigned in ``sync``) one header on from
+    ``s``. The window and frame facts pass through; the walk fields are recomputed."""
+    layout = walk_state_layout(header_bytes)
+    changing = data.StructLayout({k: f.shape for k, f in layout if k not in _PASS_THROUGH})
+    n = _Split(changing, name)
+    m.d.comb += [a.eq(b) for a, b in zip(n.leaves(), _view_leaves(s, changing))]
+    win = _byte_shifter(m, s.hdr, s.off, _MAX_FIXED, name)
+    with m.Switch(s.kind):
+        for h in HEADERS:
+            with m.Case(header_index(h.name)):
+                _header_case(m, s, n, h, win, name)
+    return ([getattr(state_out, k).eq(getattr(s, k)) for k in _PASS_THROUGH]
+            + [getattr(state_out, k).eq(_as_value(getattr(n, k))) for k, _ in changing])

@@ -1,0 +1,1 @@
+"""supernic: a generator and simulator for multi-tenant FPGA SmartNICs."""

@@ -98,14 +98,17 @@ class ParserModel:
                     v = b.value
                 _set_slot(meta, b.slot, layer if b.per_layer else None, v, b.mode)
             counts[h.name] = min(nth + 1, 3)
-            failed = False
+            failed = last = False
             for c in h.checks:
                 ref = hlen if isinstance(c.value, HeaderLength) else c.value
                 got = fields[c.field]
                 ok = {"==": got == ref, ">=": got >= ref, "has": (got & ref) == ref}[c.op]
                 if not ok:
                     flags[c.flag] = 1
-                    failed = True
+                    if c.flag in ERROR_FLAGS:
+                        failed = True
+                    else:
+                        last = True
             if failed:
                 kind = None
                 break
@@ -115,6 +118,9 @@ class ParserModel:
                 break
             off += hlen
             meta["payload_off"] = off
+            if last:
+                kind = None
+                break
             nxt = h.next.get(fields[h.select]) if h.select else None
             nxt = nxt or h.default_next
             if nxt is None:

@@ -11,8 +11,11 @@ Walk rules shared by both (one header per walk step):
    window, else the packet is flagged ``truncated`` (the frame ended) or ``too_deep`` (the
    frame goes on past the window) and the walk stops.
 2. Fields are extracted and the header's binds are applied.
-3. Every failing check raises its flag; any failing check stops the walk after this header.
+3. Every failing check raises its flag. A failing error check (a flag in ``ERROR_FLAGS``)
+   stops the walk here: the header's length cannot be trusted.
 4. The full length (fixed part plus options) must fit the same way as in 1, else it stops.
+   ``payload_off`` moves past the header. A failing non-error check (``fragment``) stops the
+   walk now: the header is sane but nothing after it is parsed.
 5. The select field picks the next header (or ``default_next``); a tunnel header starts a new
    encapsulation layer. A next header beyond the last layer, or beyond the last walk step,
    flags ``too_deep``.

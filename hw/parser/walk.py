@@ -12,7 +12,7 @@ from amaranth.hdl import Cat, C, Mux, Signal
 from amaranth.lib import data
 
 from .headers import HEADERS, LAYERS, LengthFrom, Offset, EndOf, HeaderLength, header_index
-from .meta import meta_layout, offset_width
+from .meta import ERROR_FLAGS, meta_layout, offset_width
 
 __all__ = ["walk_state_layout", "walk_step", "NTH_HEADERS"]
 
@@ -96,14 +96,18 @@ def _header_case(m, s, n, h, win, prefix):
                     sel = sel & (value > current)
                 with m.If(cond & sel):
                     m.d.comb += target.eq(value)
-        failed = C(0)
+        failed = C(0)  # an error check failed: stop before trusting the length
+        last = C(0)    # a non-error check failed (a fragment): this header is the last
         for c in h.checks:
             got = fields[c.field]
             ref = hlen if isinstance(c.value, HeaderLength) else C(c.value)
             ok = {"==": got == ref, ">=": got >= ref, "has": (got & ref) == ref}[c.op]
             with m.If(~ok):
                 m.d.comb += getattr(n.meta.flags, c.flag).eq(1)
-            failed |= ~ok
+            if c.flag in ERROR_FLAGS:
+                failed |= ~ok
+            else:
+                last |= ~ok
         with m.If(failed):
             m.d.comb += n.kind.eq(0)
         with m.Elif(end > s.avail):
@@ -121,9 +125,9 @@ def _header_case(m, s, n, h, win, prefix):
                         m.d.comb += next_kind.eq(default)
             else:
                 m.d.comb += next_kind.eq(default)
-            m.d.comb += n.kind.eq(next_kind)
+            m.d.comb += n.kind.eq(Mux(last, 0, next_kind))
             if h.tunnel:
-                with m.If(next_kind != 0):
+                with m.If((next_kind != 0) & ~last):
                     with m.If(s.layer == LAYERS - 1):
                         m.d.comb += [n.meta.flags.too_deep.eq(1), n.kind.eq(0)]
                     with m.Else():

@@ -1,0 +1,80 @@
+"""The generated top level: AXI4-Stream in, parser, AXI4-Stream out, AXI4-Lite registers.
+
+Register blocks, in list order (each starts with type, version, next):
+
+* ``id`` ('SNIC' v1.0): build identifier and the build parameters, so a driver can tell what
+  it is talking to;
+* ``parser`` ('PARS' v1.0): 64-bit counters of packets, bytes and malformed packets (any error
+  flag) leaving the parser.
+"""
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
+from .config import DesignConfig
+from .csr.axil import AxiLiteSignature
+from .csr.regfile import RegisterFile
+from .csr.registers import R, Register, RegisterBlock, RegisterMap
+from .parser.meta import meta_layout
+from .parser.parser import HeaderParser
+
+__all__ = ["SuperNicTop", "register_map", "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION"]
+
+ID_TYPE = 0x534E4943      # 'SNIC'
+PARSER_TYPE = 0x50415253  # 'PARS'
+DESIGN_VERSION = 0x0001_0000
+CSR_ADDR_WIDTH = 16
+
+
+def register_map(config: DesignConfig):
+    return RegisterMap([
+        RegisterBlock("id", ID_TYPE, 0x0001_0000, [
+            Register("build_id", 32, R, doc="Hash of the build configuration"),
+            Register("design_version", 32, R, doc="Version of the generated design (major.minor)"),
+            Register("data_width", 32, R, doc="Bits per stream beat"),
+            Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
+        ], doc="Identifies the design and its build parameters"),
+        RegisterBlock("parser", PARSER_TYPE, 0x0001_0000, [
+            Register("packets", 64, R, doc="Packets that left the parser"),
+            Register("bytes", 64, R, doc="Bytes that left the parser"),
+            Register("malformed", 64, R, doc="Packets with any error flag set"),
+        ], doc="Header parser counters"),
+    ])
+
+
+class SuperNicTop(wiring.Component):
+    def __init__(self, config: DesignConfig):
+        self.config = config
+        self.meta_layout = meta_layout(config.header_bytes)
+        self.regmap = register_map(config)
+        super().__init__({
+            "s_axis": In(AxiStreamSignature(config.data_width)),
+            "m_axis": Out(AxiStreamSignature(config.data_width, self.meta_layout.size)),
+            "s_axil": In(AxiLiteSignature(CSR_ADDR_WIDTH)),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.config
+        m = Module()
+        m.submodules.rx = rx = AxiStreamToPacket(cfg.data_width)
+        m.submodules.parser = parser = HeaderParser(
+            cfg.data_width, cfg.header_bytes, cfg.walk_steps)
+        m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.meta_layout)
+        m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
+        wiring.connect(m, wiring.flipped(self.s_axis), rx.s_axis)
+        wiring.connect(m, rx.o, parser.i)
+        wiring.connect(m, parser.o, tx.i)
+        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
+        wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
+        m.d.comb += [
+            csr.field("id", "build_id").eq(cfg.build_id),
+            csr.field("id", "design_version").eq(DESIGN_VERSION),
+            csr.field("id", "data_width").eq(cfg.data_width),
+            csr.field("id", "header_bytes").eq(cfg.header_bytes),
+            csr.field("parser", "packets").eq(parser.packets),
+            csr.field("parser", "bytes").eq(parser.bytes),
+            csr.field("parser", "malformed").eq(parser.errors),
+        ]
+        return m

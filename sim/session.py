@@ -1,0 +1,73 @@
+"""Run the generated design's cocotb benches from Python (pytest, `snic demo`, `snic bench`).
+
+cocotb runs each simulation in its own process; parameters go in as environment variables and
+the bench writes a JSON summary that comes back as a dict. The simulator's console output goes
+to a log file unless ``verbose``.
+"""
+
+import json
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from .build import build_simulator, cache_root, generated_design
+
+__all__ = ["design_simulator", "run_bench", "quiet_fds", "passthrough_simulator"]
+
+
+@contextmanager
+def quiet_fds(log_path):
+    """Send file descriptors 1 and 2 (compilers, simulator, cocotb) to ``log_path``."""
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def design_simulator(config, progress=print):
+    paths = generated_design(config, progress=progress)
+    return build_simulator(paths["verilog"], config.name, paths["regmap"], progress=progress)
+
+
+def passthrough_simulator(data_width, progress=print):
+    """The baseline: the same AXI4-Stream shell around a plain FIFO, no parser."""
+    os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
+    from amaranth.back import verilog
+    from ..hw.passthrough import StreamPassthrough
+
+    out = cache_root() / "gen" / f"passthrough{data_width}"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"passthrough{data_width}.v"
+    text = verilog.convert(StreamPassthrough(data_width), name=f"passthrough{data_width}",
+                           emit_src=False)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    regmap = out / "regmap.json"
+    regmap.write_text(json.dumps({"config": {"data_width": data_width}}))
+    return build_simulator(path, f"passthrough{data_width}", regmap, progress=progress)
+
+
+def run_bench(sim, testcase, env, test_dir=None, module="supernic.sim.tb.parser_tb"):
+    """Run one cocotb test; return its JSON summary. Raises if the test fails."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "result.json"
+        env = {k: str(v) for k, v in env.items()}
+        env["SNIC_RESULT"] = str(result)
+        sim.test(module, testcase=[testcase], extra_env=env,
+                 test_dir=test_dir or Path(tmp) / "run")
+        return json.loads(result.read_text())

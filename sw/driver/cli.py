@@ -1,0 +1,132 @@
+"""`snic`: the command-line interface.
+
+    snic build [--config FILE] --out DIR      Verilog + JSON register map of a design
+    snic lint  [--config FILE]                verilator --lint-only -Wall on the generated design
+    snic demo  [--packets N]                  generate, simulate, compare with the model, report
+    snic bench [NAME] [--json]                list benchmarks, or run one
+
+Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _console(stderr=False):
+    from rich.console import Console
+    return Console(stderr=stderr, highlight=False)
+
+
+def _load(args):
+    from ..hw.config import ConfigError, default_config_path, load_config
+    try:
+        return load_config(args.config or default_config_path())
+    except ConfigError as e:
+        _console(stderr=True).print(f"[red]error:[/] {e}")
+        sys.exit(2)
+
+
+def cmd_build(args):
+    from ..hw.generate import write_design
+    config = _load(args)
+    console = _console()
+    t = time.monotonic()
+    with console.status(f"generating {config.name} ({config.data_width}-bit)..."):
+        paths = write_design(config, args.out)
+    console.print(f"wrote [bold]{paths['verilog']}[/] and [bold]{paths['regmap']}[/] "
+                  f"in {time.monotonic() - t:.1f} s")
+    if args.lint:
+        return _lint(paths["verilog"], console)
+    return 0
+
+
+def _lint(verilog_path, console):
+    from ..hw.lint import lint
+    ok, report = lint(verilog_path)
+    console.print(report)
+    return 0 if ok else 1
+
+
+def cmd_lint(args):
+    import tempfile
+    from ..hw.generate import write_design
+    config = _load(args)
+    console = _console()
+    with tempfile.TemporaryDirectory() as tmp:
+        with console.status("generating..."):
+            paths = write_design(config, tmp)
+        return _lint(paths["verilog"], console)
+
+
+def cmd_demo(args):
+    from .demo import run_demo
+    return run_demo(_load(args), packets=args.packets, seed=args.seed, console=_console())
+
+
+def cmd_bench(args):
+    from ..tools.benchmarks import BENCHMARKS, run_benchmark
+    console = _console()
+    if not args.name:
+        from rich.table import Table
+        table = Table(title="benchmarks (snic bench NAME [--json])")
+        table.add_column("name")
+        table.add_column("what it measures")
+        for name, bench in BENCHMARKS.items():
+            table.add_row(name, bench.doc)
+        console.print(table)
+        return 0
+    if args.name not in BENCHMARKS:
+        _console(stderr=True).print(f"[red]error:[/] unknown benchmark {args.name!r} "
+                                    f"(known: {', '.join(BENCHMARKS)})")
+        return 2
+    result = run_benchmark(args.name, _load(args), console=_console(stderr=True),
+                           quick=args.quick)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        BENCHMARKS[args.name].show(result, console)
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="snic", description=(
+        "Generator and simulator for multi-tenant FPGA SmartNICs."))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("build", help="write the Verilog and register map of a design")
+    p.add_argument("--config", type=Path, help="design TOML (default: the shipped default.toml)")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--lint", action="store_true", help="also run verilator --lint-only -Wall")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("lint", help="lint the generated Verilog with verilator -Wall")
+    p.add_argument("--config", type=Path)
+    p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("demo", help="simulate mixed traffic through the design, check the model")
+    p.add_argument("--config", type=Path)
+    p.add_argument("--packets", type=int, default=4000)
+    p.add_argument("--seed", type=int, default=2026)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="list benchmarks, or run one")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--config", type=Path)
+    p.add_argument("--json", action="store_true", help="print one JSON object of figures")
+    p.add_argument("--quick", action="store_true", help="fewer packets (for smoke tests)")
+    p.set_defaults(func=cmd_bench)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Benchmarks behind `snic bench`: each prints one JSON object of named, measured figures.
+
+``parser``: beats per cycle of the generated design under saturation (source never idle, sink
+always ready) for 64-byte and 1500-byte packets, at 64 and 512 bits, each next to the same
+measurement of a plain FIFO between the same AXI4-Stream ports (the baseline: what the harness
+itself allows) in the same run; the ratio is design / baseline. Also the latency of the first
+beat in cycles.
+"""
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..sim.build import cache_root
+from ..sim.session import design_simulator, passthrough_simulator, quiet_fds, run_bench
+
+__all__ = ["BENCHMARKS", "run_benchmark", "Benchmark"]
+
+
+@dataclass
+class Benchmark:
+    doc: str
+    run: Callable
+    show: Callable
+
+
+def _parser_bench(config, console, quick):
+    log = cache_root() / "logs" / "bench-parser.log"
+    figures = {"benchmark": "parser", "widths": {}, "log": str(log)}
+    packets = {64: 400 if quick else 3000, 1500: 40 if quick else 300}
+    t0 = time.monotonic()
+    with console.status("parser bench") as status:
+        for width in (64, 512):
+            cfg = config.with_(data_width=width)
+            with quiet_fds(log):
+                dut = design_simulator(cfg, progress=status.update)
+                base = passthrough_simulator(width, progress=status.update)
+            row = {}
+            for size in (64, 1500):
+                status.update(f"{width}-bit, {size}-byte packets: parser and baseline...")
+                env = {"SNIC_SIZE": size, "SNIC_PACKETS": packets[size]}
+                with quiet_fds(log):
+                    got = run_bench(dut, "saturation", env)
+                    ref = run_bench(base, "saturation", env)
+                row[f"{size}B"] = {
+                    "beats_per_cycle": round(got["beats_per_cycle"], 4),
+                    "baseline_beats_per_cycle": round(ref["beats_per_cycle"], 4),
+                    "ratio_to_baseline": round(got["beats_per_cycle"] / ref["beats_per_cycle"], 4),
+                    "latency_cycles": got["latency_cycles"],
+                    "baseline_latency_cycles": ref["latency_cycles"],
+                    "packets": got["packets"], "beats": got["beats"],
+                }
+            figures["widths"][str(width)] = row
+    figures["seconds"] = round(time.monotonic() - t0, 1)
+    return figures
+
+
+def _parser_show(result, console):
+    from rich.table import Table
+    table = Table(title="parser throughput under saturation (goal 1.00 beats/cycle)")
+    for col in ("width", "packet", "beats/cycle", "baseline", "ratio", "latency (cycles)"):
+        table.add_column(col, justify="right")
+    for width, row in result["widths"].items():
+        for size, r in row.items():
+            table.add_row(width, size, f"{r['beats_per_cycle']:.4f}",
+                          f"{r['baseline_beats_per_cycle']:.4f}", f"{r['ratio_to_baseline']:.4f}",
+                          str(r["latency_cycles"]))
+    console.print(table)
+
+
+BENCHMARKS = {
+    "parser": Benchmark(
+        "parser beats/cycle under saturation, 64 B and 1500 B, 64 and 512 bits, vs a FIFO "
+        "baseline", _parser_bench, _parser_show),
+}
+
+
+def run_benchmark(name, config, console, quick=False):
+    return BENCHMARKS[name].run(config, console, quick)

@@ -22,12 +22,17 @@ def _console(stderr=False):
     return Console(stderr=stderr, highlight=False)
 
 
+def _error(message):
+    """Errors are one plain line on stderr (no wrapping), so scripts can match them."""
+    print(f"snic: error: {message}", file=sys.stderr)
+
+
 def _load(args):
     from ..hw.config import ConfigError, default_config_path, load_config
     try:
         return load_config(args.config or default_config_path())
     except ConfigError as e:
-        _console(stderr=True).print(f"[red]error:[/] {e}")
+        _error(e)
         sys.exit(2)
 
 
@@ -81,8 +86,7 @@ def cmd_bench(args):
         console.print(table)
         return 0
     if args.name not in BENCHMARKS:
-        _console(stderr=True).print(f"[red]error:[/] unknown benchmark {args.name!r} "
-                                    f"(known: {', '.join(BENCHMARKS)})")
+        _error(f"unknown benchmark {args.name!r} (known: {', '.join(BENCHMARKS)})")
         return 2
     result = run_benchmark(args.name, _load(args), console=_console(stderr=True),
                            quick=args.quick)

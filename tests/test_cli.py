@@ -1,0 +1,85 @@
+"""`snic build`, `snic lint` and configuration errors, from the user's side."""
+
+import json
+
+import pytest
+
+from supernic.driver.cli import main
+from supernic.hw.config import ConfigError, DesignConfig, load_config
+from supernic.hw.lint import lint
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build")
+    cfg = out / "small.toml"
+    cfg.write_text('[design]\nname = "nic64"\ndata_width = 64\n[parser]\nheader_bytes = 256\n')
+    assert main(["build", "--config", str(cfg), "--out", str(out)]) == 0
+    return out
+
+
+def test_build_writes_verilog_and_register_map(built):
+    verilog = (built / "nic64.v").read_text()
+    assert "module nic64(" in verilog
+    for port in ("s_axis__tdata", "m_axis__tuser", "s_axil__araddr"):
+        assert port in verilog
+    regmap = json.loads((built / "nic64.regmap.json").read_text())
+    assert regmap["config"]["data_width"] == 64
+    blocks = regmap["registers"]["blocks"]
+    assert [b["name"] for b in blocks] == ["id", "parser"]
+    assert blocks[0]["next"] == blocks[1]["base"] and blocks[1]["next"] == 0
+    names = [r["name"] for r in blocks[1]["registers"]]
+    assert names == ["packets", "bytes", "malformed"]
+
+
+def test_generated_verilog_is_lint_clean(built):
+    ok, report = lint(built / "nic64.v")
+    assert ok, report
+
+
+def test_lint_reports_real_problems(tmp_path):
+    bad = tmp_path / "bad.v"
+    bad.write_text("module bad(input a, output b); assign b = c; endmodule\n")
+    ok, report = lint(bad)
+    assert not ok and "lint failed" in report
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[design]\ndata_width = 48\n', "design.data_width: Data width must be one of"),
+    ('[design]\ndata_width = 32\n', "design.data_width must be at least 64, not 32"),
+    ('[design]\nname = "1x"\n', "design.name must be a Verilog identifier, not '1x'"),
+    ('[parser]\nheader_bytes = 100\n', "parser.header_bytes must be a multiple of 64"),
+    ('[parser]\nwalk_steps = 0\n', "parser.walk_steps must be an integer from 1 to 32, not 0"),
+    ('[parser]\ncolour = 1\n', "unknown key parser.colour"),
+    ('[tenants]\n', "unknown section [tenants]"),
+    ('[design\n', "not valid TOML"),
+])
+def test_config_errors(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert message in str(e.value)
+
+
+def test_cli_config_error_exit_code(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('[design]\ndata_width = 7\n')
+    with pytest.raises(SystemExit) as e:
+        main(["build", "--config", str(path), "--out", str(tmp_path)])
+    assert e.value.code == 2
+    assert "data_width" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["build", "--config", str(tmp_path / "missing.toml"), "--out", str(tmp_path)])
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_bench_lists_and_rejects(capsys):
+    assert main(["bench"]) == 0
+    assert "parser" in capsys.readouterr().out
+    assert main(["bench", "nosuch"]) == 2
+
+
+def test_build_id_tracks_configuration():
+    a, b = DesignConfig(), DesignConfig(data_width=64)
+    assert a.build_id != b.build_id and a.build_id == DesignConfig().build_id

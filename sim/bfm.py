@@ -14,9 +14,22 @@ not ready.
 import itertools
 import random
 
-from cocotb.triggers import RisingEdge
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
 
-__all__ = ["Beat", "frame_to_beats", "pattern", "StreamHarness", "PATTERNS"]
+__all__ = ["frame_to_beats", "pattern", "StreamHarness", "PATTERNS", "start_and_reset"]
+
+
+async def start_and_reset(dut, period_ns=4):
+    """Start the clock, hold the synchronous reset for four cycles with both streams idle."""
+    cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
+    dut.rst.value = 1
+    dut.s_axis__tvalid.value = 0
+    dut.m_axis__tready.value = 0
+    await ClockCycles(dut.clk, 4)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
 
 PATTERNS = ("none", "random", "bursty")
 

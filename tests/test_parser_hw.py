@@ -45,3 +45,14 @@ def test_saturation_is_line_rate(simulator, tmp_path):
     result = run_bench(sim, "saturation", {"SNIC_SIZE": 1500, "SNIC_PACKETS": 100},
                        test_dir=tmp_path)
     assert result["beats_per_cycle"] > 0.99
+
+
+def test_small_window_flags_too_deep(tmp_path):
+    """A 64-byte window at 512 bits: deep header stacks run past it and must come out flagged
+    ``too_deep`` exactly where the model says, with everything else unchanged."""
+    sim = design_simulator(DesignConfig(name="parser_w64b", data_width=512, header_bytes=64))
+    result = run_bench(sim, "random_traffic", {
+        "SNIC_SEED": 77, "SNIC_PACKETS": 3000, "SNIC_IDLE": "random",
+        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1}, test_dir=tmp_path)
+    assert result["mismatches"] == 0 and result["packets_out"] == 3000
+    assert result["flags"]["too_deep"] > 0

@@ -1,5 +1,8 @@
 """Benchmarks behind `snic bench`: each prints one JSON object of named, measured figures.
 
+``harness``: cycles per second of the lean AXI4-Stream harness against cocotbext-axi's stock
+source and sink on the passthrough design, same packets, same run.
+
 ``parser``: beats per cycle of the generated design under saturation (source never idle, sink
 always ready) for 64-byte and 1500-byte packets, at 64 and 512 bits, each next to the same
 measurement of a plain FIFO between the same AXI4-Stream ports (the baseline: what the harness
@@ -68,10 +71,31 @@ def _parser_show(result, console):
     console.print(table)
 
 
+def _harness_bench(config, console, quick):
+    log = cache_root() / "logs" / "bench-harness.log"
+    width = config.data_width
+    with console.status(f"harness bench ({width}-bit passthrough)") as status:
+        with quiet_fds(log):
+            sim = passthrough_simulator(width, progress=status.update)
+            result = run_bench(sim, "harness_speed",
+                               {"SNIC_PACKETS": 50 if quick else 300, "SNIC_SIZE": 1024},
+                               module="supernic.sim.tb.harness_tb")
+    return {"benchmark": "harness", **result}
+
+
+def _harness_show(result, console):
+    console.print(f"{result['data_width']}-bit: lean harness "
+                  f"{result['lean_cycles_per_second']:,} cycles/s, cocotbext-axi source/sink "
+                  f"{result['stock_cycles_per_second']:,} cycles/s: {result['speedup']}x")
+
+
 BENCHMARKS = {
     "parser": Benchmark(
         "parser beats/cycle under saturation, 64 B and 1500 B, 64 and 512 bits, vs a FIFO "
         "baseline", _parser_bench, _parser_show),
+    "harness": Benchmark(
+        "simulated cycles/s of the lean cocotb AXI4-Stream harness vs cocotbext-axi's "
+        "source/sink, same design and packets", _harness_bench, _harness_show),
 }
 
 

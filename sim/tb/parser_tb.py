@@ -17,13 +17,12 @@ import os
 import random
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles
 
 from supernic.driver.discovery import check_supported, discover, read_register
 from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
-from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern
+from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.layout_codec import decode
 from supernic.sim.parser_model import ParserModel, is_error
 from supernic.sim.traffic import random_packets, build, random_spec
@@ -38,16 +37,6 @@ def _env(name, default, kind=str):
 def _design():
     with open(os.environ["SNIC_REGMAP"]) as f:
         return json.load(f)
-
-
-async def _reset(dut):
-    cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
-    dut.rst.value = 1
-    dut.s_axis__tvalid.value = 0
-    dut.m_axis__tready.value = 0
-    await ClockCycles(dut.clk, 4)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
 
 
 def _traffic(n, seed, sizes, malformed, keep_errors, flows=None):
@@ -120,7 +109,7 @@ async def random_traffic(dut):
     layout = meta_layout(hbytes)
     beats = [b for frame, ke in packets for b in frame_to_beats(frame, width, ke)]
 
-    await _reset(dut)
+    await start_and_reset(dut)
     bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
     blocks = await discover(bus)
     check_supported(blocks)
@@ -184,7 +173,7 @@ async def saturation(dut):
     frames = [build(random_spec(rng, size=size, kinds=("ipv4_udp", "ipv4_tcp", "ipv6_tcp")), rng)
               for _ in range(n)]
     beats = [b for f in frames for b in frame_to_beats(f, width)]
-    await _reset(dut)
+    await start_and_reset(dut)
     harness = StreamHarness(dut, width, user=False)
     got = []
     await harness.run(beats, n, pattern("none", rng), pattern("none", rng),

@@ -83,3 +83,19 @@ def test_bench_lists_and_rejects(capsys):
 def test_build_id_tracks_configuration():
     a, b = DesignConfig(), DesignConfig(data_width=64)
     assert a.build_id != b.build_id and a.build_id == DesignConfig().build_id
+
+
+@pytest.mark.parametrize("name", ["harness", "parser"])
+def test_bench_prints_one_json_object(name, capsys):
+    assert main(["bench", name, "--json", "--quick"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["benchmark"] == name
+    if name == "harness":
+        assert result["lean_cycles"] == result["stock_cycles"] > 0
+    else:
+        for width in ("64", "512"):
+            for size in ("64B", "1500B"):
+                row = result["widths"][width][size]
+                assert row["baseline_beats_per_cycle"] > 0.99
+                assert row["ratio_to_baseline"] == pytest.approx(
+                    row["beats_per_cycle"] / row["baseline_beats_per_cycle"], abs=1e-3)

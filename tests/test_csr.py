@@ -3,7 +3,6 @@
 import asyncio
 import json
 import os
-from pathlib import Path
 
 import pytest
 from amaranth.lib.wiring import In, Out
@@ -366,30 +365,21 @@ class TestDiscovery:
 
 # -- hardware in cocotb on Verilator ---------------------------------------------------------
 
-BUILD_DIR = Path(__file__).resolve().parents[1] / "build" / "csr"
-
-
-def test_regfile_cocotb():
+def test_regfile_cocotb(tmp_path):
     from amaranth.back import verilog
-    from cocotb_tools.runner import get_runner
 
-    from supernic.sim.toolchain import amaranth_env, ensure_verilator
+    from supernic.sim.build import build_simulator, cache_root
+    from supernic.sim.toolchain import amaranth_env
 
     amaranth_env()
-    ensure_verilator()
-    BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    source = BUILD_DIR / "csr_top.v"
+    source_dir = cache_root() / "gen" / "csr_top"
+    source_dir.mkdir(parents=True, exist_ok=True)
+    source = source_dir / "csr_top.v"
     text = verilog.convert(CsrTop(), name="csr_top")
-    # Rewrite only on change so that make finds the model up to date.
+    # Rewrite only on change so that the cached model stays valid.
     if not source.exists() or source.read_text() != text:
         source.write_text(text)
-
-    runner = get_runner("verilator")
-    # Amaranth's Verilog trips Verilator's style lints (constant widths, casez without a
-    # default); they are not design errors.
-    runner.build(sources=[source], hdl_toplevel="csr_top", build_dir=BUILD_DIR / "sim_build",
-                 build_args=["-Wno-WIDTHEXPAND", "-Wno-CASEINCOMPLETE"], always=False)
+    sim = build_simulator(source, "csr_top")
     seed = os.environ.get("CSR_SEED")
-    runner.test(test_module="supernic.sim.tb.csr_tb", hdl_toplevel="csr_top",
-                build_dir=BUILD_DIR / "sim_build", test_dir=BUILD_DIR / "test",
-                seed=int(seed) if seed else None)
+    sim.runner.test(test_module="supernic.sim.tb.csr_tb", hdl_toplevel="csr_top",
+                    build_dir=sim.build_dir, test_dir=tmp_path, seed=int(seed) if seed else None)

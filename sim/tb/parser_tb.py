@@ -52,7 +52,6 @@ def _traffic(n, seed, sizes, malformed, keep_errors, flows=None):
 def _compare(model, layout, frame, keep_error, got_frame, first_user, last_user):
     """Return a list of mismatch descriptions (empty when the packet is right)."""
     problems = []
-    length = len(frame) - (1 if keep_error and frame else 0)
     expected_data = frame[1:] if keep_error else frame
     if got_frame != expected_data:
         problems.append(f"data differs ({len(got_frame)} bytes out, {len(expected_data)} in)")

@@ -102,15 +102,14 @@ def build_simulator(verilog_path, toplevel, regmap_path=None, progress=print):
         os.environ["MAKEFLAGS"] = (makeflags + " CFG_CXXFLAGS_PCH_I=-include").strip()
     with _locked(build_dir):
         stamp = build_dir / ".built"
-        if not stamp.exists():
-            t = time.monotonic()
+        fresh = not stamp.exists()
+        t = time.monotonic()
+        if fresh:
             progress(f"verilating {toplevel} (first build of this design takes a minute)...")
-            runner.build(sources=[verilog_path], hdl_toplevel=toplevel, build_dir=build_dir,
-                         build_args=VERILATOR_ARGS, always=True, waves=False)
+        # With always=False an existing build is only registered with the runner, not rebuilt.
+        runner.build(sources=[verilog_path], hdl_toplevel=toplevel, build_dir=build_dir,
+                     build_args=VERILATOR_ARGS, always=fresh, waves=False)
+        if fresh:
             stamp.write_text(str(verilog_path))
             progress(f"built {toplevel} in {time.monotonic() - t:.1f} s")
-        else:
-            # Point the runner at the existing build without rebuilding it.
-            runner.build(sources=[verilog_path], hdl_toplevel=toplevel, build_dir=build_dir,
-                         build_args=VERILATOR_ARGS, always=False, waves=False)
     return Simulator(runner, toplevel, build_dir, regmap_path)

@@ -1,8 +1,9 @@
 """Run the generated design's cocotb benches from Python (pytest, `snic demo`, `snic bench`).
 
 cocotb runs each simulation in its own process; parameters go in as environment variables and
-the bench writes a JSON summary that comes back as a dict. The simulator's console output goes
-to a log file unless ``verbose``.
+the bench writes a JSON summary that comes back as a dict. Callers that want a quiet console
+(`snic demo`, `snic bench`) send the compilers' and simulator's output to a log with
+:func:`quiet_fds`.
 """
 
 import json

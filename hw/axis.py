@@ -30,16 +30,21 @@ def AxiStreamSignature(data_width, user_width=0):
 
 
 class AxiStreamToPacket(wiring.Component):
-    """``s_axis`` in, packet stream out (no register: names only)."""
+    """``s_axis`` in, packet stream out (no register: names only). With ``meta_layout`` the
+    metadata comes in on ``tuser`` (a test shell feeding a network task directly)."""
 
-    def __init__(self, data_width):
+    def __init__(self, data_width, meta_layout=None):
+        self.meta_layout = meta_layout
+        user = meta_layout.size if meta_layout is not None else 0
         super().__init__({
-            "s_axis": In(AxiStreamSignature(data_width)),
-            "o": Out(PacketSignature(data_width)),
+            "s_axis": In(AxiStreamSignature(data_width, user)),
+            "o": Out(PacketSignature(data_width, meta_layout)),
         })
 
     def elaborate(self, platform):
         m = Module()
+        if self.meta_layout is not None:
+            m.d.comb += self.o.p.meta.eq(self.s_axis.tuser)
         m.d.comb += [
             self.o.valid.eq(self.s_axis.tvalid),
             self.o.p.data.eq(self.s_axis.tdata),

@@ -5,6 +5,7 @@ It drives cocotbext-axi's ``AxiLiteMaster``. Amaranth names the ports of a ``s_a
 and name with ``_`` by default; cocotb-bus takes a ``bus_separator``, which we pass through.
 """
 
+import logging
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from supernic.driver.transport import RegisterBus, Response
@@ -34,7 +35,11 @@ class AxiLiteRegisterBus(RegisterBus):
         ``dut.clk``."""
         bus = AxiLiteBus.from_prefix(dut, prefix, bus_separator="__")
         clock = dut.clk if clock is None else clock
-        return cls(AxiLiteMaster(bus, clock, reset, reset_active_level))
+        master = AxiLiteMaster(bus, clock, reset, reset_active_level)
+        # cocotbext-axi logs every transaction at INFO; programming a table is thousands.
+        master.write_if.log.setLevel(logging.WARNING)
+        master.read_if.log.setLevel(logging.WARNING)
+        return cls(master)
 
     def set_pause_generators(self, aw=None, w=None, b=None, ar=None, r=None):
         """Set (or, with ``None``, clear) a pause generator per channel. On AW, W and AR a pause

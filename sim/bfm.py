@@ -86,7 +86,12 @@ class StreamHarness:
         self.m_tvalid = dut.m_axis__tvalid
         self.m_tready = dut.m_axis__tready
         self.m_tuser = dut.m_axis__tuser if user else None
+        # A shell that feeds a network task directly takes the metadata in on s_axis tuser;
+        # beats are then (data, keep, last, user).
+        self.s_tuser = dut.s_axis__tuser if hasattr(dut, "s_axis__tuser") else None
         self.cycles = 0
+        self.first_in_cycle = None
+        self.last_in_cycle = None
         self.first_out_cycle = None
         self.last_out_cycle = None
 
@@ -100,7 +105,8 @@ class StreamHarness:
         ready = False
         received = 0
         chunks, first_user = [], None
-        cur_data = cur_keep = cur_last = None
+        cur_data = cur_keep = cur_last = cur_user = None
+        s_tuser = self.s_tuser
         clk = self.clk
         s_tdata, s_tkeep, s_tlast, s_tvalid = self.s_tdata, self.s_tkeep, self.s_tlast, self.s_tvalid
         s_tready, m_tvalid, m_tready = self.s_tready, self.m_tvalid, self.m_tready
@@ -117,6 +123,9 @@ class StreamHarness:
             if valid and s_tready.value:
                 i += 1
                 valid = False
+                self.last_in_cycle = self.cycles
+                if self.first_in_cycle is None:
+                    self.first_in_cycle = self.cycles
             if ready and m_tvalid.value:
                 keep = int(m_tkeep.value)
                 data = int(m_tdata.value)
@@ -138,7 +147,7 @@ class StreamHarness:
                     chunks = []
             if not valid:
                 if i < len(beats) and not next(idle):
-                    data, keep, last = beats[i]
+                    data, keep, last = beats[i][:3]
                     if data != cur_data:
                         s_tdata.value = data
                         cur_data = data
@@ -148,6 +157,9 @@ class StreamHarness:
                     if last != cur_last:
                         s_tlast.value = last
                         cur_last = last
+                    if s_tuser is not None and beats[i][3] != cur_user:
+                        cur_user = beats[i][3]
+                        s_tuser.value = cur_user
                     s_tvalid.value = 1
                     valid = True
                 else:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from .toolchain import ensure_verilator
 
-__all__ = ["cache_root", "generated_design", "build_simulator", "Simulator", "VERILATOR_ARGS"]
+__all__ = ["cache_root", "generated_design", "generated_component", "build_simulator",
+           "Simulator", "VERILATOR_ARGS"]
 
 # Amaranth's Verilog trips a few Verilator lint warnings that are style, not bugs (see
 # hw/lint.vlt for each reason); they must not stop a simulation build.
@@ -62,6 +63,26 @@ def generated_design(config, progress=print):
             t = time.monotonic()
             progress(f"generating Verilog for {config.name} ({config.data_width}-bit)...")
             paths = write_design(config, out)
+            progress(f"generated {paths['verilog']} in {time.monotonic() - t:.1f} s")
+    return paths
+
+
+def generated_component(name, key, make, description, progress=print):
+    """Verilog for the component ``make()`` returns, named ``name``, with ``description`` (a
+    JSON-serialisable dict, usually holding the register map) beside it; cached by ``key`` (any
+    JSON-serialisable value that fixes the component) and the gateware sources."""
+    os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    out = cache_root() / "gen" / f"{name}-{digest}-{_sources_hash()}"
+    with _locked(out):
+        paths = {"verilog": out / f"{name}.v", "regmap": out / f"{name}.regmap.json"}
+        if not all(p.exists() for p in paths.values()):
+            from amaranth.back import verilog
+            t = time.monotonic()
+            progress(f"generating Verilog for {name}...")
+            text = verilog.convert(make(), name=name, emit_src=False)
+            paths["verilog"].write_text(text)
+            paths["regmap"].write_text(json.dumps(description, indent=2) + "\n")
             progress(f"generated {paths['verilog']} in {time.monotonic() - t:.1f} s")
     return paths
 

@@ -13,9 +13,10 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .build import build_simulator, cache_root, generated_design
+from .build import build_simulator, cache_root, generated_component, generated_design
 
-__all__ = ["design_simulator", "run_bench", "quiet_fds", "passthrough_simulator"]
+__all__ = ["design_simulator", "run_bench", "quiet_fds", "passthrough_simulator",
+           "task_simulator"]
 
 
 @contextmanager
@@ -43,6 +44,25 @@ def quiet_fds(log_path):
 def design_simulator(config, progress=print):
     paths = generated_design(config, progress=progress)
     return build_simulator(paths["verilog"], config.name, paths["regmap"], progress=progress)
+
+
+def task_simulator(kind, data_width, params=None, header_bytes=256, progress=print):
+    """One network task alone in :class:`~supernic.hw.nt.shell.TaskShell`, built for cocotb."""
+    from ..hw.nt.shell import TaskShell
+    from ..hw.nt.task import task_class
+
+    task = task_class(kind)
+    params = task.check_params(params or {})
+    name = f"nt_{kind}_w{data_width}"
+    description = {
+        "config": {"data_width": data_width, "header_bytes": header_bytes},
+        "nt": {"kind": kind, "params": params, "block": "nt"},
+        "registers": TaskShell(task, data_width, header_bytes, params).regmap.to_json(),
+    }
+    paths = generated_component(
+        name, description, lambda: TaskShell(task, data_width, header_bytes, params),
+        description, progress=progress)
+    return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress)
 
 
 def passthrough_simulator(data_width, progress=print):

@@ -150,13 +150,15 @@ class TestRegisterMap:
          "Block alignment must be a power of two of at least 16, not 24"),
         (([RegisterBlock("a", 1, 0, []), RegisterBlock("a", 2, 0, [])],), ValueError,
          "Block name must be unique, not 'a'"),
-        (([RegisterBlock("a", 1, 0, []), RegisterBlock("b", 1, 0, [])],), ValueError,
-         "Block type ID must be unique, not 0x00000001 (blocks 'a' and 'b')"),
     ])
     def test_errors(self, args, error, message):
         with pytest.raises(error) as info:
             RegisterMap(*args)
         assert str(info.value) == message
+
+    def test_instances_share_a_type(self):
+        regmap = RegisterMap([RegisterBlock("a", 1, 0, []), RegisterBlock("b", 1, 0, [])])
+        assert [b["type"] for b in regmap.to_json()["blocks"]] == [1, 1]
 
 
 # -- hardware construction -------------------------------------------------------------------

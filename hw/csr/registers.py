@@ -173,18 +173,15 @@ class RegisterMap:
                 or block_align & (block_align - 1) != 0):
             raise ValueError(
                 f"Block alignment must be a power of two of at least 16, not {block_align!r}")
-        names, types = {}, {}
+        names = {}
         for block in blocks:
             if not isinstance(block, RegisterBlock):
                 raise TypeError(f"Register map block must be a RegisterBlock, not {block!r}")
             if block.name in names:
                 raise ValueError(f"Block name must be unique, not {block.name!r}")
-            if block.type_id in types:
-                raise ValueError(
-                    f"Block type ID must be unique, not {block.type_id:#010x} "
-                    f"(blocks {types[block.type_id]!r} and {block.name!r})")
+            # Several blocks may share a type: two instances of one NT are told apart by name
+            # and address, as in Corundum's register-block lists.
             names[block.name] = block
-            types[block.type_id] = block.name
         self.blocks = blocks
         self.block_align = block_align
         self._by_name = names

@@ -10,6 +10,13 @@ known at the end of the frame and are valid on the beat with ``last`` set; they 
 
 The flow 5-tuple is the innermost one (for VXLAN, the tenant's inner flow); offsets of the
 outer (index 0) and inner (index 1) L3/L4 headers let network tasks find any header.
+
+Three fields are not parsed from the frame: ``ts`` is the ingress timestamp, the parser's cycle
+counter (32 bits, wrapping) on the cycle it accepted the packet's first beat, so that timed
+network tasks (token buckets) and latency figures depend on when a packet entered, not on how
+long it queued; ``drop`` is set by a network task that drops the packet (the tasks behind it
+pass it untouched and the chain's egress discards and counts it); ``mark`` is set by a policer
+that marks instead of dropping (see :mod:`supernic.hw.nt.task`).
 """
 
 import enum
@@ -91,4 +98,7 @@ def meta_layout(header_bytes):
         "min_len": 17,
         "flow": flow_layout(),
         "flow_hash": 32,
+        "ts": 32,
+        "drop": 1,
+        "mark": 1,
     })

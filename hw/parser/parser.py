@@ -111,6 +111,13 @@ class HeaderParser(wiring.Component):
                 with m.Case(k):
                     m.d.comb += merged[k * W:(k + 1) * W].eq(self.i.p.data)
         capturing = beat < self.capture_beats
+        # Ingress timestamp: the cycle the first beat was accepted (see meta.py, ``ts``).
+        now = Signal(32)
+        first_ts = Signal(32)
+        m.d.sync += now.eq(now + 1)
+        with m.If(take & (beat == 0)):
+            m.d.sync += first_ts.eq(now)
+        stamp = Mux(beat == 0, now, first_ts)
         avail_now = avail + _popcount(self.i.p.keep)
         m.d.comb += handoff.eq(take & capturing & (self.i.p.last | (beat == self.capture_beats - 1)))
 
@@ -135,6 +142,7 @@ class HeaderParser(wiring.Component):
                 s0.ended.eq(ended),
                 s0.kind.eq(header_index(FIRST_HEADER)),
                 s0.meta.flags.runt.eq(ended & (avail_now < RUNT_BYTES)),
+                s0.meta.ts.eq(stamp),
             ]
 
         # --- the walk: one registered step per header -----------------------------------

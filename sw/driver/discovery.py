@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "KNOWN_BLOCKS", "MAX_BLOCKS", "DiscoveredBlock", "DiscoveryError", "UnsupportedDesignError",
-    "discover", "check_supported", "read_register",
+    "discover", "check_supported", "read_register", "write_register", "known_blocks",
 ]
 
 #: Block types this driver knows: type ID -> (name, supported major versions).
@@ -18,6 +18,21 @@ KNOWN_BLOCKS = {
     0x534E4943: ("id", (1,)),        # 'SNIC': identifies the design
     0x50415253: ("parser", (1,)),    # 'PARS': packet parser counters
 }
+
+
+
+def known_blocks():
+    """:data:`KNOWN_BLOCKS` plus every network task of the library (type -> (kind, majors))."""
+    global _KNOWN
+    if _KNOWN is None:
+        from ..hw.nt.task import task_classes
+        _KNOWN = dict(KNOWN_BLOCKS)
+        for kind, task in task_classes().items():
+            _KNOWN.setdefault(task.type_id, (kind, (task.version >> 16,)))
+    return _KNOWN
+
+
+_KNOWN = None
 
 #: A real design has a handful of blocks; a longer list means the bus returns garbage.
 MAX_BLOCKS = 256
@@ -48,12 +63,12 @@ class DiscoveredBlock:
 
     @property
     def known(self):
-        return self.type_id in KNOWN_BLOCKS
+        return self.type_id in known_blocks()
 
     @property
     def name(self):
         """The driver's name for the type, or ``None`` for an unknown type."""
-        entry = KNOWN_BLOCKS.get(self.type_id)
+        entry = known_blocks().get(self.type_id)
         return entry[0] if entry else None
 
 
@@ -100,7 +115,7 @@ def check_supported(blocks):
         if not block.known:
             unknown.append(block)
             continue
-        name, majors = KNOWN_BLOCKS[block.type_id]
+        name, majors = known_blocks()[block.type_id]
         if block.major not in majors:
             supported = ", ".join(f"{major}.*" for major in majors)
             raise UnsupportedDesignError(
@@ -109,10 +124,7 @@ def check_supported(blocks):
     return unknown
 
 
-async def read_register(bus, regmap_json, block, reg):
-    """Read register ``reg`` of ``block`` by name, using the map description (the JSON of
-    ``RegisterMap.to_json``). A two-word register is read lo first, then hi, which is the order
-    the register file's latch needs for an atomic 64-bit value."""
+def _register(regmap_json, block, reg):
     for block_json in regmap_json["blocks"]:
         if block_json["name"] == block:
             break
@@ -120,9 +132,25 @@ async def read_register(bus, regmap_json, block, reg):
         raise KeyError(f"No block named {block!r} in the register map")
     for reg_json in block_json["registers"]:
         if reg_json["name"] == reg:
-            break
-    else:
-        raise KeyError(f"No register named {reg!r} in block {block!r}")
+            return reg_json
+    raise KeyError(f"No register named {reg!r} in block {block!r}")
+
+
+async def write_register(bus, regmap_json, block, reg, value):
+    """Write register ``reg`` of ``block`` by name, lo word first for a two-word register."""
+    reg_json = _register(regmap_json, block, reg)
+    if not isinstance(value, int) or not 0 <= value < 2 ** reg_json["width"]:
+        raise ValueError(f"Value for {block}.{reg} must fit in {reg_json['width']} bits, "
+                         f"not {value!r}")
+    for part in range(reg_json["words"]):
+        await bus.write32(reg_json["address"] + 4 * part, (value >> (32 * part)) & 0xFFFF_FFFF)
+
+
+async def read_register(bus, regmap_json, block, reg):
+    """Read register ``reg`` of ``block`` by name, using the map description (the JSON of
+    ``RegisterMap.to_json``). A two-word register is read lo first, then hi, which is the order
+    the register file's latch needs for an atomic 64-bit value."""
+    reg_json = _register(regmap_json, block, reg)
     value = 0
     for part in range(reg_json["words"]):
         value |= await bus.read32(reg_json["address"] + 4 * part) << (32 * part)

@@ -1,0 +1,1 @@
+"""Network tasks: the NT contract (task.py) and the library."""

@@ -1,0 +1,71 @@
+"""A test and benchmark shell around one network task: AXI4-Stream in with the metadata on
+``tuser``, the NT, AXI4-Stream out with the metadata on ``tuser``, and an AXI4-Lite register file
+with the ``id`` block and the NT's block.
+
+The bench supplies the metadata the parser would have produced (the model computes it), so an
+NT is tested and measured alone, without a parser in front of it.
+"""
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
+from ..csr.axil import AxiLiteSignature
+from ..csr.regfile import RegisterFile
+from ..csr.registers import R, Register, RegisterBlock, RegisterMap
+from ..parser.meta import meta_layout
+
+__all__ = ["TaskShell", "shell_register_map", "SHELL_ID_TYPE"]
+
+SHELL_ID_TYPE = 0x534E4943  # 'SNIC': the same identification block as the full design
+CSR_ADDR_WIDTH = 16
+
+
+def shell_register_map(task_cls, params, block="nt"):
+    return RegisterMap([
+        RegisterBlock("id", SHELL_ID_TYPE, 0x0001_0000, [
+            Register("build_id", 32, R, doc="Hash of the build configuration"),
+            Register("design_version", 32, R, doc="Version of the generated design"),
+            Register("data_width", 32, R, doc="Bits per stream beat"),
+            Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
+        ], doc="Identifies the design and its build parameters"),
+        task_cls.register_block(block, params),
+    ])
+
+
+class TaskShell(wiring.Component):
+    def __init__(self, task_cls, data_width, header_bytes=256, params=None, build_id=0):
+        self.task_cls = task_cls
+        self.params = task_cls.check_params(params or {})
+        self.data_width = data_width
+        self.header_bytes = header_bytes
+        self.build_id = build_id
+        self.meta_layout = meta_layout(header_bytes)
+        self.regmap = shell_register_map(task_cls, self.params)
+        super().__init__({
+            "s_axis": In(AxiStreamSignature(data_width, self.meta_layout.size)),
+            "m_axis": Out(AxiStreamSignature(data_width, self.meta_layout.size)),
+            "s_axil": In(AxiLiteSignature(CSR_ADDR_WIDTH)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.rx = rx = AxiStreamToPacket(self.data_width, self.meta_layout)
+        m.submodules.task = task = self.task_cls(self.data_width, self.header_bytes,
+                                                 **self.params)
+        m.submodules.tx = tx = PacketToAxiStream(self.data_width, self.meta_layout)
+        m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
+        wiring.connect(m, wiring.flipped(self.s_axis), rx.s_axis)
+        wiring.connect(m, rx.o, task.i)
+        wiring.connect(m, task.o, tx.i)
+        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
+        wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
+        wiring.connect(m, csr.fields.nt, task.csr)
+        m.d.comb += [
+            csr.field("id", "build_id").eq(self.build_id),
+            csr.field("id", "design_version").eq(0x0001_0000),
+            csr.field("id", "data_width").eq(self.data_width),
+            csr.field("id", "header_bytes").eq(self.header_bytes),
+        ]
+        return m

@@ -1,0 +1,1 @@
+"""Python models of the network tasks (one per hardware NT, same configuration API)."""

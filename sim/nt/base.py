@@ -1,0 +1,76 @@
+"""The common part of every NT model: the contract's skip rule and the standard counters.
+
+A model's ``process(frame, meta)`` takes a frame and the metadata of its last beat (the dict of
+:func:`~supernic.sim.layout_codec.decode`, tail flags included) and returns the frame and
+metadata that leave the NT. Subclasses implement ``apply``, which returns the new
+``(frame, meta)`` (setting ``meta["drop"]`` to drop), or ``None`` when the packet is not one the
+NT handles (it is then skipped). ``counters()`` returns what the NT's ``R`` registers must read.
+"""
+
+import copy
+
+from ..traffic import build, random_packets, random_spec
+
+__all__ = ["TaskModel", "SKIP_FLAGS", "skips", "exact_size_frames"]
+
+#: Parse errors known on the first beat; a packet with one of them is passed unchanged.
+SKIP_FLAGS = ("truncated", "malformed", "runt")
+
+
+def skips(meta):
+    return bool(meta["drop"]) or any(meta["flags"][f] for f in SKIP_FLAGS)
+
+
+def exact_size_frames(rng, n, size, kinds=("ipv4_udp", "ipv4_tcp", "ipv6_udp"), **kw):
+    """``n`` valid frames of exactly ``size`` bytes (long options can outgrow small sizes)."""
+    frames = []
+    while len(frames) < n:
+        frame = build(random_spec(rng, size=size, kinds=kinds, **kw), rng)
+        if len(frame) == size:
+            frames.append(frame)
+    return frames
+
+
+class TaskModel:
+    #: The NT's :class:`~supernic.hw.nt.task.TaskConfig` subclass.
+    config_class = None
+
+    def __init__(self, params, data_width=512, header_bytes=256):
+        self.params = dict(params)
+        self.data_width = data_width
+        self.header_bytes = header_bytes
+        self.stats = {"packets": 0, "dropped": 0, "skipped": 0}
+        self.config = None
+
+    def configure(self, config):
+        self.config = config
+
+    def apply(self, frame, meta):
+        raise NotImplementedError
+
+    def process(self, frame, meta):
+        meta = copy.deepcopy(meta)
+        self.stats["packets"] += 1
+        result = None if skips(meta) else self.apply(frame, meta)
+        if result is None:
+            self.stats["skipped"] += 1
+            return frame, meta
+        frame, meta = result
+        if meta["drop"]:
+            self.stats["dropped"] += 1
+        return frame, meta
+
+    def test_case(self, rng, n, malformed):
+        """A random configuration and ``n`` frames (``malformed`` of them broken) for the
+        random-traffic bench. Override to aim traffic at the configuration (rules that match)."""
+        config = self.config_class.random(rng, self.params)
+        frames = [f for _, f in random_packets(n, rng.randrange(2 ** 32), "mixed", malformed)]
+        return config, frames
+
+    def saturation_case(self, rng, n, size):
+        """A configuration and ``n`` valid frames of ``size`` bytes the NT applies to."""
+        return self.config_class.random(rng, self.params), exact_size_frames(rng, n, size)
+
+    def counters(self):
+        """Register name -> value the hardware must report."""
+        return dict(self.stats)

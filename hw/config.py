@@ -9,12 +9,19 @@ Example (``chains/default.toml``)::
     [parser]
     header_bytes = 256
     walk_steps = 11
+
+    [chains]
+    specs = ["web", "monitoring"]   # chain specifications: a path relative to this file,
+                                    # or the name of one shipped in chains/
+
+Each named chain is emitted as its own single-tenant design (``<name>_<tenant>.v``, see
+:mod:`supernic.hw.chain.top`) beside the top level.
 """
 
 import hashlib
 import json
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .stream import check_data_width
@@ -32,6 +39,9 @@ class DesignConfig:
     data_width: int = 512
     header_bytes: int = 256
     walk_steps: int = 11
+    chains: tuple = ()
+    # Where relative chain paths are looked up; not part of the build identity.
+    config_dir: str = field(default="", compare=False)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -50,18 +60,46 @@ class DesignConfig:
         if not isinstance(self.walk_steps, int) or not 1 <= self.walk_steps <= 32:
             raise ConfigError(f"parser.walk_steps must be an integer from 1 to 32, "
                               f"not {self.walk_steps!r}")
+        if isinstance(self.chains, list):
+            object.__setattr__(self, "chains", tuple(self.chains))
+        if not isinstance(self.chains, tuple) or not all(
+                isinstance(c, str) and c for c in self.chains):
+            raise ConfigError(f"chains.specs must be a list of chain names or paths, "
+                              f"not {self.chains!r}")
+
+    def chain_paths(self):
+        """The chain specification files, resolved (see the module docstring)."""
+        from importlib.resources import files
+        shipped = Path(str(files("supernic.chains")))
+        out = []
+        for name in self.chains:
+            candidates = [Path(self.config_dir or ".") / name, shipped / name,
+                          shipped / f"{name}.toml"]
+            for path in candidates:
+                if path.is_file():
+                    out.append(path)
+                    break
+            else:
+                known = sorted(p.stem for p in shipped.glob("*.toml") if p.stem != "default")
+                raise ConfigError(f"chain {name!r} is neither a file nor a shipped chain "
+                                  f"(shipped: {', '.join(known)})")
+        return out
 
     @property
     def build_id(self):
         """32-bit identifier of this configuration, readable from the ID register block."""
-        text = json.dumps(asdict(self), sort_keys=True).encode()
+        fields = asdict(self)
+        fields.pop("config_dir")
+        text = json.dumps(fields, sort_keys=True).encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
 
     def with_(self, **changes):
         return DesignConfig(**{**asdict(self), **changes})
 
 
-_KNOWN = {"design": {"name", "data_width"}, "parser": {"header_bytes", "walk_steps"}}
+_KNOWN = {"design": {"name", "data_width"}, "parser": {"header_bytes", "walk_steps"},
+          "chains": {"specs"}}
+_RENAMED = {"specs": "chains"}
 
 
 def load_config(path):
@@ -83,8 +121,8 @@ def load_config(path):
             if key not in _KNOWN[section]:
                 raise ConfigError(f"{path}: unknown key {section}.{key} "
                                   f"(known: {', '.join(sorted(_KNOWN[section]))})")
-            values[key] = value
-    return DesignConfig(**values)
+            values[_RENAMED.get(key, key)] = value
+    return DesignConfig(**values, config_dir=str(path.parent))
 
 
 def default_config_path():

@@ -20,7 +20,8 @@ from .csr.registers import R, Register, RegisterBlock, RegisterMap
 from .parser.meta import meta_layout
 from .parser.parser import HeaderParser
 
-__all__ = ["SuperNicTop", "register_map", "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION"]
+__all__ = ["SuperNicTop", "register_map", "id_block", "parser_block", "drive_id_and_parser",
+           "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION", "CSR_ADDR_WIDTH"]
 
 ID_TYPE = 0x534E4943      # 'SNIC'
 PARSER_TYPE = 0x50415253  # 'PARS'
@@ -28,20 +29,37 @@ DESIGN_VERSION = 0x0001_0000
 CSR_ADDR_WIDTH = 16
 
 
+def id_block():
+    return RegisterBlock("id", ID_TYPE, 0x0001_0000, [
+        Register("build_id", 32, R, doc="Hash of the build configuration"),
+        Register("design_version", 32, R, doc="Version of the generated design (major.minor)"),
+        Register("data_width", 32, R, doc="Bits per stream beat"),
+        Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
+    ], doc="Identifies the design and its build parameters")
+
+
+def parser_block():
+    return RegisterBlock("parser", PARSER_TYPE, 0x0001_0000, [
+        Register("packets", 64, R, doc="Packets that left the parser"),
+        Register("bytes", 64, R, doc="Bytes that left the parser"),
+        Register("malformed", 64, R, doc="Packets with any error flag set"),
+    ], doc="Header parser counters")
+
+
 def register_map(config: DesignConfig):
-    return RegisterMap([
-        RegisterBlock("id", ID_TYPE, 0x0001_0000, [
-            Register("build_id", 32, R, doc="Hash of the build configuration"),
-            Register("design_version", 32, R, doc="Version of the generated design (major.minor)"),
-            Register("data_width", 32, R, doc="Bits per stream beat"),
-            Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
-        ], doc="Identifies the design and its build parameters"),
-        RegisterBlock("parser", PARSER_TYPE, 0x0001_0000, [
-            Register("packets", 64, R, doc="Packets that left the parser"),
-            Register("bytes", 64, R, doc="Bytes that left the parser"),
-            Register("malformed", 64, R, doc="Packets with any error flag set"),
-        ], doc="Header parser counters"),
-    ])
+    return RegisterMap([id_block(), parser_block()])
+
+
+def drive_id_and_parser(m, csr, config, parser):
+    m.d.comb += [
+        csr.field("id", "build_id").eq(config.build_id),
+        csr.field("id", "design_version").eq(DESIGN_VERSION),
+        csr.field("id", "data_width").eq(config.data_width),
+        csr.field("id", "header_bytes").eq(config.header_bytes),
+        csr.field("parser", "packets").eq(parser.packets),
+        csr.field("parser", "bytes").eq(parser.bytes),
+        csr.field("parser", "malformed").eq(parser.errors),
+    ]
 
 
 class SuperNicTop(wiring.Component):
@@ -68,13 +86,5 @@ class SuperNicTop(wiring.Component):
         wiring.connect(m, parser.o, tx.i)
         wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
-        m.d.comb += [
-            csr.field("id", "build_id").eq(cfg.build_id),
-            csr.field("id", "design_version").eq(DESIGN_VERSION),
-            csr.field("id", "data_width").eq(cfg.data_width),
-            csr.field("id", "header_bytes").eq(cfg.header_bytes),
-            csr.field("parser", "packets").eq(parser.packets),
-            csr.field("parser", "bytes").eq(parser.bytes),
-            csr.field("parser", "malformed").eq(parser.errors),
-        ]
+        drive_id_and_parser(m, csr, cfg, parser)
         return m

@@ -92,12 +92,16 @@ class StreamHarness:
         self.cycles = 0
         self.first_in_cycle = None
         self.last_in_cycle = None
+        self.packet_accept_cycles = []  # the cycle each packet's first beat went in
         self.first_out_cycle = None
         self.last_out_cycle = None
 
-    async def run(self, beats, expected_packets, idle, backpressure, max_cycles, on_packet):
+    async def run(self, beats, expected_packets, idle, backpressure, max_cycles, on_packet,
+                  stop=None):
         """Send ``beats``; call ``on_packet(data_bytes, first_user, last_user, beat_count)`` for
-        each packet received (``*_user`` are ``tuser`` on its first and last beat). Stops when ``expected_packets`` have come out; raises on timeout."""
+        each packet received (``*_user`` are ``tuser`` on its first and last beat). Stops when
+        ``expected_packets`` have come out, or when ``stop()`` (checked every cycle) is true;
+        raises on timeout."""
         beats = list(beats)
         nbytes = self.width // 8
         i = 0
@@ -107,13 +111,14 @@ class StreamHarness:
         chunks, first_user = [], None
         cur_data = cur_keep = cur_last = cur_user = None
         s_tuser = self.s_tuser
+        at_start = True
         clk = self.clk
         s_tdata, s_tkeep, s_tlast, s_tvalid = self.s_tdata, self.s_tkeep, self.s_tlast, self.s_tvalid
         s_tready, m_tvalid, m_tready = self.s_tready, self.m_tvalid, self.m_tready
         m_tdata, m_tkeep, m_tlast, m_tuser = self.m_tdata, self.m_tkeep, self.m_tlast, self.m_tuser
         edge = RisingEdge(clk)
         start = self.cycles
-        while received < expected_packets:
+        while received < expected_packets and not (stop is not None and stop()):
             await edge
             self.cycles += 1
             if self.cycles - start > max_cycles:
@@ -124,6 +129,9 @@ class StreamHarness:
                 i += 1
                 valid = False
                 self.last_in_cycle = self.cycles
+                if at_start:
+                    self.packet_accept_cycles.append(self.cycles)
+                at_start = beats[i - 1][2]
                 if self.first_in_cycle is None:
                     self.first_in_cycle = self.cycles
             if ready and m_tvalid.value:

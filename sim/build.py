@@ -55,7 +55,8 @@ def generated_design(config, progress=print):
     """Verilog and register map for ``config``, generated once per config and source tree."""
     from ..hw.generate import write_design
 
-    key = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()[:12]
+    fields = {k: v for k, v in asdict(config).items() if k != "config_dir"}
+    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
     out = cache_root() / "gen" / f"{config.name}-{key}-{_sources_hash()}"
     with _locked(out):
         paths = {"verilog": out / f"{config.name}.v", "regmap": out / f"{config.name}.regmap.json"}

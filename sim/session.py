@@ -16,7 +16,7 @@ from pathlib import Path
 from .build import build_simulator, cache_root, generated_component, generated_design
 
 __all__ = ["design_simulator", "run_bench", "quiet_fds", "passthrough_simulator",
-           "task_simulator"]
+           "task_simulator", "chain_simulator", "chain_design"]
 
 
 @contextmanager
@@ -62,6 +62,34 @@ def task_simulator(kind, data_width, params=None, header_bytes=256, progress=pri
     paths = generated_component(
         name, description, lambda: TaskShell(task, data_width, header_bytes, params),
         description, progress=progress)
+    return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress)
+
+
+def chain_design(spec_path, config=None, progress=print):
+    """Verilog and description of the single-tenant design for the chain at ``spec_path``."""
+    from ..hw.chain.spec import load_chain
+    from ..hw.chain.top import ChainTop
+    from ..hw.config import DesignConfig
+
+    spec_path = Path(spec_path).resolve()
+    spec = load_chain(spec_path)
+    config = (config or DesignConfig()).with_(name=f"chain_{spec.name}")
+    top = ChainTop(config, spec)
+    description = {
+        "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
+        "build_id": config.build_id,
+        "top": config.name,
+        "chain": str(spec_path),
+        "registers": top.regmap.to_json(),
+    }
+    key = {**description, "spec": spec_path.read_text()}
+    name = f"{config.name}_w{config.data_width}"
+    return generated_component(name, key, lambda: ChainTop(config, spec), description,
+                               progress=progress), name
+
+
+def chain_simulator(spec_path, config=None, progress=print):
+    paths, name = chain_design(spec_path, config, progress)
     return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress)
 
 

@@ -89,6 +89,8 @@ def _harness_show(result, console):
                   f"{result['stock_cycles_per_second']:,} cycles/s: {result['speedup']}x")
 
 
+from .bench_nt import nt_bench, nt_show  # noqa: E402
+
 BENCHMARKS = {
     "parser": Benchmark(
         "parser beats/cycle under saturation, 64 B and 1500 B, 64 and 512 bits, vs a FIFO "
@@ -96,6 +98,9 @@ BENCHMARKS = {
     "harness": Benchmark(
         "simulated cycles/s of the lean cocotb AXI4-Stream harness vs cocotbext-axi's "
         "source/sink, same design and packets", _harness_bench, _harness_show),
+    "nt": Benchmark(
+        "beats/cycle and latency of every NT and example chain under saturation, 64 B and "
+        "1500 B, 64 and 512 bits, vs a FIFO / parser-only baseline", nt_bench, nt_show),
 }
 
 

@@ -38,6 +38,9 @@ What an NT class declares (class attributes):
   whole packet (checksums over the payload, ciphers);
 * ``modifies``: whether it may change the packet's bytes (only the primary branch of a fork
   may hold such NTs);
+* ``reads_payload`` / ``writes_payload`` / ``seals_payload``: for the chain checks of
+  :mod:`supernic.hw.chain.spec` (an NT that reads the payload must not follow one that
+  rewrites it; nothing may rewrite the payload after an NT sealed it with checksums);
 * ``type_id``, ``version``: its register block header;
 * ``params``: build parameters (:class:`Param`), e.g. table sizes;
 * ``config``: its run-time configuration class (:class:`TaskConfig`), shared with the model;
@@ -132,7 +135,7 @@ def csr_signature(registers):
     """The NT's view of its register block: ``R`` out, ``RW``/``W1P`` in."""
     members = {}
     for reg in registers:
-        members[reg.name] = Out(reg.width) if reg.access is R else In(reg.width)
+        members[reg.name] = Out(reg.width) if reg.access is R else In(reg.width, init=reg.reset)
     return wiring.Signature(members)
 
 
@@ -140,6 +143,9 @@ class NetworkTask(wiring.Component):
     kind = None
     scope = Scope.HEADER
     modifies = False
+    reads_payload = False
+    writes_payload = False
+    seals_payload = False
     type_id = None
     version = 0x0001_0000
     params = ()

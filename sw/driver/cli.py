@@ -41,10 +41,17 @@ def cmd_build(args):
     config = _load(args)
     console = _console()
     t = time.monotonic()
-    with console.status(f"generating {config.name} ({config.data_width}-bit)..."):
-        paths = write_design(config, args.out)
+    from ..hw.config import ConfigError
+    try:
+        with console.status(f"generating {config.name} ({config.data_width}-bit)...") as status:
+            paths = write_design(config, args.out, progress=status.update)
+    except ConfigError as e:
+        _error(e)
+        return 2
     console.print(f"wrote [bold]{paths['verilog']}[/] and [bold]{paths['regmap']}[/] "
                   f"in {time.monotonic() - t:.1f} s")
+    for tenant, chain in paths["chains"].items():
+        console.print(f"chain [bold]{tenant}[/]: {chain['verilog']}")
     if args.lint:
         return _lint(paths["verilog"], console)
     return 0

@@ -1,0 +1,1 @@
+"""Chains and DAGs of network tasks: specifications, fork/join, the chain component."""

@@ -1,0 +1,81 @@
+"""A single-tenant design: AXI4-Stream in, parser, one tenant's chain or DAG, drop stage,
+AXI4-Stream out, and the register file.
+
+This is what ``snic build`` emits for each chain a configuration names, and what the chain
+tests run. Register blocks, in order: ``id``, ``parser``, ``chain`` ('CHAN': packets delivered,
+dropped and the dropped bytes at the egress), then one block per NT named after its node.
+"""
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
+from ..config import DesignConfig
+from ..csr.axil import AxiLiteSignature
+from ..csr.regfile import RegisterFile
+from ..csr.registers import R, Register, RegisterBlock, RegisterMap
+from ..parser.meta import meta_layout
+from ..parser.parser import HeaderParser
+from ..top import CSR_ADDR_WIDTH, drive_id_and_parser, id_block, parser_block
+from .discard import DropStage
+from .graph import TaskGraph
+from .spec import ChainSpec
+
+__all__ = ["ChainTop", "chain_register_map", "CHAIN_TYPE"]
+
+CHAIN_TYPE = 0x4348414E  # 'CHAN'
+
+
+def chain_block():
+    return RegisterBlock("chain", CHAIN_TYPE, 0x0001_0000, [
+        Register("delivered", 64, R, doc="Packets that left the chain"),
+        Register("dropped", 64, R, doc="Packets an NT dropped, discarded at the egress"),
+        Register("dropped_bytes", 64, R, doc="Bytes of the dropped packets"),
+    ], doc="Chain egress counters")
+
+
+def chain_register_map(spec: ChainSpec):
+    blocks = [id_block(), parser_block(), chain_block()]
+    blocks += [n.task.register_block(n.name, n.params) for n in spec.node_list()]
+    return RegisterMap(blocks)
+
+
+class ChainTop(wiring.Component):
+    def __init__(self, config: DesignConfig, spec: ChainSpec):
+        self.config = config
+        self.spec = spec
+        self.meta_layout = meta_layout(config.header_bytes)
+        self.regmap = chain_register_map(spec)
+        super().__init__({
+            "s_axis": In(AxiStreamSignature(config.data_width)),
+            "m_axis": Out(AxiStreamSignature(config.data_width, self.meta_layout.size)),
+            "s_axil": In(AxiLiteSignature(CSR_ADDR_WIDTH)),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.config
+        m = Module()
+        m.submodules.rx = rx = AxiStreamToPacket(cfg.data_width)
+        m.submodules.parser = parser = HeaderParser(
+            cfg.data_width, cfg.header_bytes, cfg.walk_steps)
+        m.submodules.graph = graph = TaskGraph(self.spec, cfg.data_width, cfg.header_bytes)
+        m.submodules.egress = egress = DropStage(cfg.data_width, self.meta_layout)
+        m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.meta_layout)
+        m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
+        wiring.connect(m, wiring.flipped(self.s_axis), rx.s_axis)
+        wiring.connect(m, rx.o, parser.i)
+        wiring.connect(m, parser.o, graph.i)
+        wiring.connect(m, graph.o, egress.i)
+        wiring.connect(m, egress.o, tx.i)
+        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
+        wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
+        for name, task in graph.tasks.items():
+            wiring.connect(m, getattr(csr.fields, name), task.csr)
+        drive_id_and_parser(m, csr, cfg, parser)
+        m.d.comb += [
+            csr.field("chain", "delivered").eq(egress.delivered),
+            csr.field("chain", "dropped").eq(egress.dropped),
+            csr.field("chain", "dropped_bytes").eq(egress.dropped_bytes),
+        ]
+        return m

@@ -1,6 +1,7 @@
 """`snic build`, `snic lint` and configuration errors, from the user's side."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,33 @@ def test_bench_prints_one_json_object(name, capsys):
                 assert row["baseline_beats_per_cycle"] > 0.99
                 assert row["ratio_to_baseline"] == pytest.approx(
                     row["beats_per_cycle"] / row["baseline_beats_per_cycle"], abs=1e-3)
+
+
+def test_build_emits_named_chains(tmp_path, capsys):
+    chain = tmp_path / "dag.toml"
+    chain.write_text((Path(__file__).parent / "chains" / "acl_dag.toml").read_text())
+    config = tmp_path / "nic.toml"
+    config.write_text('[design]\nname = "nic"\ndata_width = 64\n[chains]\nspecs = ["dag.toml"]\n')
+    assert main(["build", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
+    verilog = (tmp_path / "out" / "nic_acl_dag.v").read_text()
+    assert "module nic_acl_dag(" in verilog
+    regmap = json.loads((tmp_path / "out" / "nic_acl_dag.regmap.json").read_text())
+    names = [b["name"] for b in regmap["registers"]["blocks"]]
+    assert names == ["id", "parser", "chain", "edge", "ports", "hosts", "audit"]
+    assert [n["nt"] for n in regmap["tenant"]["nodes"]] == ["acl"] * 4
+
+
+def test_build_rejects_a_bad_chain(tmp_path, capsys):
+    (tmp_path / "bad.toml").write_text(
+        '[tenant]\nname = "bad"\n[[nodes]]\nname = "a"\nnt = "firewall"\n')
+    config = tmp_path / "nic.toml"
+    config.write_text('[chains]\nspecs = ["bad.toml"]\n')
+    assert main(["build", "--config", str(config), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"snic: error: {tmp_path / 'bad.toml'}: node 'a': unknown NT "
+                          f"'firewall' (known: ")
+    assert not (tmp_path / "out").exists()
+    config.write_text('[chains]\nspecs = ["missing"]\n')
+    assert main(["build", "--config", str(config), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith(
+        "snic: error: chain 'missing' is neither a file nor a shipped chain (shipped: ")

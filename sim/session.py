@@ -48,7 +48,7 @@ def design_simulator(config, progress=print):
 
 def task_simulator(kind, data_width, params=None, header_bytes=256, progress=print):
     """One network task alone in :class:`~supernic.hw.nt.shell.TaskShell`, built for cocotb."""
-    from ..hw.nt.shell import TaskShell
+    from ..hw.nt.shell import TaskShell, shell_register_map
     from ..hw.nt.task import task_class
 
     task = task_class(kind)
@@ -57,7 +57,7 @@ def task_simulator(kind, data_width, params=None, header_bytes=256, progress=pri
     description = {
         "config": {"data_width": data_width, "header_bytes": header_bytes},
         "nt": {"kind": kind, "params": params, "block": "nt"},
-        "registers": TaskShell(task, data_width, header_bytes, params).regmap.to_json(),
+        "registers": shell_register_map(task, params).to_json(),
     }
     paths = generated_component(
         name, description, lambda: TaskShell(task, data_width, header_bytes, params),
@@ -72,15 +72,16 @@ def chain_design(spec_path, config=None, progress=print):
     from ..hw.config import DesignConfig
 
     spec_path = Path(spec_path).resolve()
+    from ..hw.chain.top import chain_register_map
+
     spec = load_chain(spec_path)
     config = (config or DesignConfig()).with_(name=f"chain_{spec.name}")
-    top = ChainTop(config, spec)
     description = {
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "build_id": config.build_id,
         "top": config.name,
         "chain": str(spec_path),
-        "registers": top.regmap.to_json(),
+        "registers": chain_register_map(spec).to_json(),
     }
     key = {**description, "spec": spec_path.read_text()}
     name = f"{config.name}_w{config.data_width}"

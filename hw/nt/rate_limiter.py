@@ -1,0 +1,691 @@
+"""Rate limiter: token-bucket policing per tenant or per flow class, dropping or ECN-marking.
+
+**Classes.** A table of ``classes`` slots maps a key to one of ``buckets`` token buckets. A slot
+has a kind and a key: ``vlan`` or ``vni`` match the parser's tenant key (``meta.tenant_kind``
+and ``meta.tenant_key``: the VXLAN VNI, else the outer VLAN ID), ``dport`` matches the L4
+destination port of the innermost flow (``meta.flow.dport``), which the parser leaves 0 when the
+flow has no port (not TCP/UDP, IPv4 fragments, non-IP); port 0 never matches. The two key kinds
+mix freely in one table; the lowest matching slot wins. A packet no slot matches goes to the
+``unmatched`` bucket, or passes unmetered (counted ``skipped``) when ``unmatched_meter`` is 0.
+
+**Buckets.** Each bucket has a rate in bytes per cycle, fixed point with
+:data:`RATE_FRACTION_BITS` fractional bits (so 1/65536 byte a cycle, 30 kbit/s at 250 MHz, is
+the smallest step), a burst in bytes and an action. Time is ``meta.ts``, the ingress timestamp
+(32 bits, wrapping; elapsed time is the difference modulo 2**32), so a decision depends on when
+a packet entered the NIC, not on how long it queued, and the model is exact. For a packet of
+``L`` bytes at time ``ts``, in fixed point::
+
+    tokens = min(burst, tokens + rate * (ts - last_ts)); last_ts = ts
+    conform = tokens >= L; if conform: tokens -= L
+
+A bucket starts full (writing a bucket refills it and clears its counters). Conforming packets
+pass. Exceeding ones are dropped (``meta.drop``, counted ``dropped``) or, with the ``mark``
+action, marked: ``meta.mark = 1`` and, if the outer IP header is ECN-capable (ECT(0) or
+ECT(1)), its ECN field becomes CE (RFC 3168 section 5: a router that would drop an
+ECN-capable packet for congestion sets CE instead). An IPv4 header checksum is updated
+incrementally (RFC 1624 eqn. 3); IPv6 has none. The outer header is the one marked: it is the
+one the network path sees, and a tunnel egress copies CE inwards (RFC 6040 section 4.2).
+Not-ECT and CE packets are only meta-marked.
+
+**Packet length.** The decision is made on the first beat, before the frame length is known,
+so ``L = max(meta.min_len, 60)``: ``min_len`` is the byte count the IP length fields claim
+(from the frame start to the end of the outermost and innermost IP packets), which is the frame
+length without Ethernet padding and FCS; 60 bytes, the shortest valid frame less its FCS
+(IEEE 802.3), is the floor and the length charged for non-IP frames (runts are skipped). A
+frame with more trailing bytes than its IP length claims is charged the IP length.
+
+**Counters.** Per bucket: conformed and exceeded packets and bytes (64 bits). Write
+``bucket_index`` and read the ``conformed_*``/``exceeded_*`` registers, and ``tokens`` (fixed
+point, as the rate) and ``last_ts`` for debugging.
+
+**Hardware.** One bucket operation enters a seven-stage pipeline per metered packet, beside
+the packet's first beat; the beats shift through the same stages, so the verdict is ready when
+the first beat leaves. Bucket state lives in memories, each updated by a read in one stage and
+a write in the next with a read port transparent to that write: back-to-back packets on one
+bucket (one a cycle: 64-byte frames at 512 bits) see each other's updates with no stall. The
+rate multiply sits in its own stages ahead of the token update, whose loop is one add and a
+mux (see :meth:`RateLimiter.elaborate`).
+
+A bucket's time advances only when its packets arrive, so a bucket idle for 2**32 cycles
+(17 s at 250 MHz) would see its idle time modulo 2**32. A scrubber prevents that: in every slot
+where no packet needs the pipeline it advances the next bucket (round robin) to ``now``, the
+timestamp of the latest metered packet, by the same formula with ``L = 0``. Because
+``min(B, min(B, T + r*a) + r*b) == min(B, T + r*(a + b))``, that changes nothing the model
+can see. Under saturation by one-beat packets a scrub takes one input slot every
+``scrub_interval`` cycles (build parameter, default :data:`SCRUB_INTERVAL`). Time still
+stops if no metered packet arrives at all for 2**32 cycles: a 32-bit timestamp cannot tell.
+
+Programming: write the ``bucket_*`` staging registers and 1 to ``bucket_write``; the write
+enters the pipeline at its next slot, which waits for the output to move (``bucket_busy`` reads
+1 until then; a second ``bucket_write`` before that replaces the first). Classes: write
+``class_*`` and 1 to ``class_write``; the slot is written whole in one cycle, so a packet is
+classified by the old class or the new one.
+"""
+
+import enum
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data
+from amaranth.lib.memory import Memory, MemoryData
+
+from ..csr.registers import R, RW, W1P, Register
+from ..parser.meta import RUNT_BYTES, L3Kind, TenantKind
+from ..stream import check_data_width
+from .checksum_update import checksum_update
+from .task import ConfigError, NetworkTask, Param, Scope, TaskConfig
+
+__all__ = [
+    "RateLimiter", "RateLimiterConfig", "Bucket", "TrafficClass", "ClassKind", "Action",
+    "RATE_FRACTION_BITS", "RATE_BITS", "BURST_BITS", "TOKEN_BITS", "MIN_PACKET_BYTES",
+    "SCRUB_INTERVAL", "packet_bytes",
+]
+
+RATE_FRACTION_BITS = 16
+RATE_BITS = 24                                  # 8.16 fixed point: below 256 bytes a cycle
+BURST_BITS = 24                                 # up to 16 MiB
+TOKEN_BITS = BURST_BITS + RATE_FRACTION_BITS    # tokens in the rate's fixed point
+MIN_PACKET_BYTES = RUNT_BYTES                   # IEEE 802.3 minimum frame less the FCS
+SCRUB_INTERVAL = 2 ** 16
+_COUNTERS = ("conformed_packets", "conformed_bytes", "exceeded_packets", "exceeded_bytes")
+
+
+class ClassKind(enum.IntEnum):
+    """What a class slot matches; VLAN and VNI equal :class:`TenantKind` on purpose."""
+    NONE = 0
+    VLAN = int(TenantKind.VLAN)
+    VNI = int(TenantKind.VNI)
+    DPORT = 3
+
+
+class Action(enum.IntEnum):
+    DROP = 0
+    MARK = 1
+
+
+class _Op(enum.IntEnum):
+    """Bucket operations in the pipeline."""
+    NONE = 0
+    PACKET = 1
+    SCRUB = 2
+    INIT = 3
+
+
+def packet_bytes(meta):
+    """``L``, the bytes a packet is charged (see the module docstring)."""
+    return max(meta["min_len"], MIN_PACKET_BYTES)
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bucket:
+    """``rate`` in 1/65536 bytes a cycle, ``burst`` in bytes."""
+    rate: int = 0
+    burst: int = 0
+    action: Action = Action.DROP
+
+    @property
+    def burst_fixed(self):
+        return self.burst << RATE_FRACTION_BITS
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    kind: ClassKind
+    key: int
+    bucket: int
+
+
+_KEY_NAMES = {"vlan": ClassKind.VLAN, "vni": ClassKind.VNI, "dport": ClassKind.DPORT}
+_KEY_RANGES = {
+    ClassKind.VLAN: (0, 4095, "a VLAN ID from 0 to 4095"),
+    ClassKind.VNI: (0, 2 ** 24 - 1, "a VNI from 0 to 16777215"),
+    ClassKind.DPORT: (1, 65535, "a port from 1 to 65535 (port 0 never matches)"),
+}
+_MAX_RATE = Fraction(2 ** RATE_BITS - 1, 2 ** RATE_FRACTION_BITS)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _table(kind, where, raw, known):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"nt {kind}: {where} must be a table, not {raw!r}")
+    unknown = set(raw) - set(known)
+    if unknown:
+        raise ConfigError(f"nt {kind}: {where} has unknown key {sorted(unknown)[0]!r} "
+                          f"(known: {', '.join(sorted(known))})")
+
+
+def _rate(kind, where, value):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(
+            value) or not 0 <= value <= _MAX_RATE:
+        raise ConfigError(f"nt {kind}: {where} must be a number of bytes per cycle from 0 to "
+                          f"{float(_MAX_RATE):.5f}, not {value!r}")
+    fixed = round(Fraction(value) * 2 ** RATE_FRACTION_BITS)
+    if value and not fixed:
+        raise ConfigError(f"nt {kind}: {where} must be 0 or at least 1/65536 byte per cycle, "
+                          f"not {value!r}")
+    return fixed
+
+
+def _bucket_ref(kind, where, value, count):
+    if not _is_int(value) or not 0 <= value < count:
+        span = f"0 to {count - 1}" if count else "none configured"
+        raise ConfigError(f"nt {kind}: {where} must be the index of a bucket in buckets "
+                          f"({span}), not {value!r}")
+    return value
+
+
+@dataclass
+class RateLimiterConfig(TaskConfig):
+    """Buckets (index = position), classes in priority order, and the unmatched policy:
+    a bucket index or ``None`` (pass unmetered)."""
+    buckets: list = field(default_factory=list)
+    classes: list = field(default_factory=list)
+    unmatched: int | None = None
+
+    def bucket(self, index):
+        """Bucket ``index``; one not configured has rate 0 and burst 0 (everything exceeds)."""
+        return self.buckets[index] if index < len(self.buckets) else Bucket()
+
+    @classmethod
+    def from_dict(cls, kind, params, raw):
+        _table(kind, "config", raw, ("buckets", "classes", "unmatched"))
+        raw_buckets = raw.get("buckets", [])
+        if not isinstance(raw_buckets, list):
+            raise ConfigError(f"nt {kind}: buckets must be a list of tables, not {raw_buckets!r}")
+        if len(raw_buckets) > params["buckets"]:
+            raise ConfigError(f"nt {kind}: buckets must number at most {params['buckets']} "
+                              f"(build parameter buckets), not {len(raw_buckets)}")
+        buckets = []
+        for i, b in enumerate(raw_buckets):
+            where = f"buckets[{i}]"
+            _table(kind, where, b, ("rate", "burst", "action"))
+            for key in ("rate", "burst"):
+                if key not in b:
+                    raise ConfigError(f"nt {kind}: {where} must give a {key}, not {b!r}")
+            rate = _rate(kind, f"{where}.rate", b["rate"])
+            burst = b["burst"]
+            if not _is_int(burst) or not 0 <= burst < 2 ** BURST_BITS:
+                raise ConfigError(f"nt {kind}: {where}.burst must be a whole number of bytes "
+                                  f"from 0 to {2 ** BURST_BITS - 1}, not {burst!r}")
+            action = b.get("action", "drop")
+            if action not in ("drop", "mark"):
+                raise ConfigError(f"nt {kind}: {where}.action must be 'drop' or 'mark', "
+                                  f"not {action!r}")
+            buckets.append(Bucket(rate, burst, Action[action.upper()]))
+
+        raw_classes = raw.get("classes", [])
+        if not isinstance(raw_classes, list):
+            raise ConfigError(f"nt {kind}: classes must be a list of tables, not {raw_classes!r}")
+        if len(raw_classes) > params["classes"]:
+            raise ConfigError(f"nt {kind}: classes must number at most {params['classes']} "
+                              f"(build parameter classes), not {len(raw_classes)}")
+        classes, seen = [], {}
+        for i, c in enumerate(raw_classes):
+            where = f"classes[{i}]"
+            _table(kind, where, c, (*_KEY_NAMES, "bucket"))
+            keys = [k for k in _KEY_NAMES if k in c]
+            if len(keys) != 1:
+                raise ConfigError(f"nt {kind}: {where} must have exactly one key of dport, "
+                                  f"vlan, vni, not {c!r}")
+            ckind = _KEY_NAMES[keys[0]]
+            low, high, what = _KEY_RANGES[ckind]
+            key = c[keys[0]]
+            if not _is_int(key) or not low <= key <= high:
+                raise ConfigError(f"nt {kind}: {where}.{keys[0]} must be {what}, not {key!r}")
+            if "bucket" not in c:
+                raise ConfigError(f"nt {kind}: {where} must give a bucket, not {c!r}")
+            bucket = _bucket_ref(kind, f"{where}.bucket", c["bucket"], len(buckets))
+            if (ckind, key) in seen:
+                raise ConfigError(f"nt {kind}: {where} must not repeat the key of "
+                                  f"classes[{seen[ckind, key]}], not {c!r}")
+            seen[ckind, key] = i
+            classes.append(TrafficClass(ckind, key, bucket))
+
+        unmatched = raw.get("unmatched", "pass")
+        if unmatched != "pass":
+            if not _is_int(unmatched) or not 0 <= unmatched < len(buckets):
+                span = f"0 to {len(buckets) - 1}" if buckets else "none configured"
+                raise ConfigError(f"nt {kind}: unmatched must be 'pass' or the index of a bucket "
+                                  f"in buckets ({span}), not {unmatched!r}")
+        return cls(buckets, classes, None if unmatched == "pass" else unmatched)
+
+    def register_writes(self, params):
+        writes = []
+        # Every bucket is written, so a reconfiguration leaves no stale bucket behind.
+        for index in range(params["buckets"]):
+            b = self.bucket(index)
+            writes += [("bucket_index", index), ("bucket_rate", b.rate),
+                       ("bucket_burst", b.burst), ("bucket_action", int(b.action)),
+                       ("bucket_write", 1)]
+        for index in range(params["classes"]):
+            c = self.classes[index] if index < len(self.classes) else TrafficClass(
+                ClassKind.NONE, 0, 0)
+            writes += [("class_index", index), ("class_kind", int(c.kind)),
+                       ("class_key", c.key), ("class_bucket", c.bucket), ("class_write", 1)]
+        writes += [("unmatched_bucket", self.unmatched or 0),
+                   ("unmatched_meter", int(self.unmatched is not None))]
+        return writes
+
+    @classmethod
+    def random(cls, rng, params):
+        """Random buckets and classes with random keys (the model's test case aims its classes
+        at the keys in its traffic instead)."""
+        nb = rng.randint(1, params["buckets"])
+        buckets = [Bucket(rng.randrange(1, 2 ** RATE_BITS) >> rng.randrange(RATE_BITS),
+                          rng.randrange(2 ** rng.randint(6, 16)),
+                          rng.choice(list(Action))) for _ in range(nb)]
+        classes = []
+        for _ in range(rng.randint(0, params["classes"])):
+            ckind = rng.choice([ClassKind.VLAN, ClassKind.VNI, ClassKind.DPORT])
+            low, high, _ = _KEY_RANGES[ckind]
+            key = rng.randint(low, high)
+            if all((c.kind, c.key) != (ckind, key) for c in classes):
+                classes.append(TrafficClass(ckind, key, rng.randrange(nb)))
+        return cls(buckets, classes, rng.choice([None, rng.randrange(nb)]))
+
+
+# --- hardware -----------------------------------------------------------------------------------
+
+def _class_layout(bucket_bits):
+    return data.StructLayout({"kind": 2, "key": 24, "bucket": bucket_bits})
+
+
+def _config_layout():
+    return data.StructLayout({"rate": RATE_BITS, "burst": BURST_BITS, "action": 1})
+
+
+def _counters_layout():
+    return data.StructLayout({name: 64 for name in _COUNTERS})
+
+
+def _op_layout(bucket_bits):
+    return data.StructLayout({"kind": 2, "bucket": bucket_bits, "ts": 32, "length": 17})
+
+
+class RateLimiter(NetworkTask):
+    """Rate limiter: token buckets per tenant or L4 port class, dropping or ECN-marking."""
+    kind = "rate_limiter"
+    scope = Scope.HEADER
+    modifies = True
+    type_id = 0x524C494D  # 'RLIM'
+    params = (
+        Param("buckets", 16, low=2, high=1024, power_of_two=True, doc="Token buckets"),
+        Param("classes", 16, low=1, high=64, doc="Classification slots"),
+        Param("scrub_interval", SCRUB_INTERVAL, low=16, high=2 ** 24, power_of_two=True,
+              doc="Cycles without a free slot after which a scrub takes an input slot"),
+    )
+    config = RateLimiterConfig
+    model = "rate_limiter:RateLimiterModel"
+
+    @staticmethod
+    def _bucket_bits(params):
+        return (params["buckets"] - 1).bit_length()
+
+    @classmethod
+    def task_registers(cls, params):
+        bb = cls._bucket_bits(params)
+        cb = max(1, (params["classes"] - 1).bit_length())
+        return [
+            Register("bucket_index", bb, RW,
+                     doc="Bucket that bucket_write programs and the per-bucket registers show"),
+            Register("bucket_rate", RATE_BITS, RW,
+                     doc=f"Staged rate, bytes per cycle with {RATE_FRACTION_BITS} fraction bits"),
+            Register("bucket_burst", BURST_BITS, RW, doc="Staged burst, bytes"),
+            Register("bucket_action", 1, RW, doc="Staged action on exceed: 0 drop, 1 mark"),
+            Register("bucket_write", 1, W1P,
+                     doc="Write 1: program bucket bucket_index, refill it, clear its counters"),
+            Register("bucket_busy", 1, R, doc="1 while a bucket write waits for its slot; "
+                                              "write the next bucket once it reads 0"),
+            Register("class_index", cb, RW, doc="Class slot that class_write programs"),
+            Register("class_kind", 2, RW, doc="Staged class kind: 0 unused, 1 VLAN, 2 VNI, "
+                                              "3 L4 destination port"),
+            Register("class_key", 24, RW, doc="Staged class key (VLAN ID, VNI or port)"),
+            Register("class_bucket", bb, RW, doc="Staged bucket of the class"),
+            Register("class_write", 1, W1P, doc="Write 1: copy the staged class into its slot"),
+            Register("unmatched_bucket", bb, RW, doc="Bucket for packets no class matches"),
+            Register("unmatched_meter", 1, RW,
+                     doc="1: meter unmatched packets in unmatched_bucket; 0: pass them"),
+            Register("conformed_packets", 64, R, doc="Bucket bucket_index: packets conformed"),
+            Register("conformed_bytes", 64, R, doc="Bucket bucket_index: bytes conformed"),
+            Register("exceeded_packets", 64, R, doc="Bucket bucket_index: packets exceeded"),
+            Register("exceeded_bytes", 64, R, doc="Bucket bucket_index: bytes exceeded"),
+            Register("tokens", TOKEN_BITS, R,
+                     doc=f"Bucket bucket_index: tokens, bytes with {RATE_FRACTION_BITS} "
+                         "fraction bits, as of last_ts"),
+            Register("last_ts", 32, R, doc="Bucket bucket_index: time of its last update"),
+        ]
+
+    def __init__(self, data_width, header_bytes=256, **params):
+        if check_data_width(data_width) < 16:
+            # The IPv4 checksum word must arrive in one beat to be updated as it passes.
+            raise ValueError(f"Data width must be at least 16 for the rate limiter, "
+                             f"not {data_width!r}")
+        super().__init__(data_width, header_bytes, **params)
+        n = self.p["buckets"]
+        self.bucket_config = MemoryData(shape=_config_layout(), depth=n, init=[])
+        self.bucket_last = MemoryData(shape=32, depth=n, init=[])
+        self.bucket_tokens = MemoryData(shape=TOKEN_BITS, depth=n, init=[])
+        self.bucket_counters = MemoryData(shape=_counters_layout(), depth=n, init=[])
+
+    def elaborate(self, platform):
+        m = Module()
+        csr = self.csr
+        nc = self.p["classes"]
+        bb = self._bucket_bits(self.p)
+        bpb = self.data_width // 8
+        shift = bpb.bit_length() - 1
+        frac = RATE_FRACTION_BITS
+
+        m.submodules.config_mem = config_mem = Memory(data=self.bucket_config)
+        m.submodules.last_mem = last_mem = Memory(data=self.bucket_last)
+        m.submodules.tokens_mem = tokens_mem = Memory(data=self.bucket_tokens)
+        m.submodules.counters_mem = counters_mem = Memory(data=self.bucket_counters)
+
+        # --- pipeline skeleton: stage k holds beat k and the bucket operation beside it ------
+        stages = 7
+        valid = [None] + [Signal(name=f"s{k}_valid") for k in range(1, stages + 1)]
+        beat = [None] + [Signal.like(self.i.p, name=f"s{k}_beat") for k in range(1, stages + 1)]
+        first = [None] + [Signal(name=f"s{k}_first") for k in range(1, stages + 1)]
+        unmetered = [None] + [Signal(name=f"s{k}_unmetered") for k in range(1, stages + 1)]
+        op = [None] + [Signal(_op_layout(bb), name=f"s{k}_op") for k in range(1, 7)]
+        en = Signal()
+        hold = Signal()
+        m.d.comb += [
+            en.eq(~valid[stages] | self.o.ready),
+            self.i.ready.eq(en & ~hold),
+        ]
+        with m.If(en):
+            for k in range(2, stages):      # stage 7 is written by the rewrite below
+                m.d.sync += [valid[k].eq(valid[k - 1]), beat[k].eq(beat[k - 1]),
+                             first[k].eq(first[k - 1]), unmetered[k].eq(unmetered[k - 1])]
+            for k in range(2, 7):
+                m.d.sync += op[k].eq(op[k - 1])
+
+        # --- stage 0: classify the first beat and issue one operation a slot ------------------
+        slots = [Signal(_class_layout(bb), name=f"class{k}") for k in range(nc)]
+        with m.If(csr.class_write):
+            # Written whole in one cycle: a packet never sees half a class.
+            with m.Switch(csr.class_index):
+                for k in range(nc):
+                    with m.Case(k):
+                        m.d.sync += slots[k].eq(Cat(csr.class_kind, csr.class_key,
+                                                    csr.class_bucket))
+
+        meta = self.i.p.meta
+        in_first = Signal(init=1)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += in_first.eq(self.i.p.last)
+        skip = Signal()
+        m.d.comb += skip.eq(meta.drop | meta.flags.truncated | meta.flags.malformed
+                            | meta.flags.runt)
+        match = Signal(nc)
+        for k, s in enumerate(slots):
+            m.d.comb += match[k].eq(Mux(
+                s.kind == ClassKind.DPORT,
+                (meta.flow.dport != 0) & (s.key == meta.flow.dport),
+                (s.kind != ClassKind.NONE) & (s.kind == meta.tenant_kind)
+                & (s.key == meta.tenant_key)))
+        class_bucket = Signal(bb)
+        for k in reversed(range(nc)):      # the last assignment wins: the lowest slot
+            with m.If(match[k]):
+                m.d.comb += class_bucket.eq(slots[k].bucket)
+        matched = Signal()
+        metered = Signal()
+        length = Signal(17)
+        m.d.comb += [
+            matched.eq(match.any()),
+            metered.eq(~skip & (matched | csr.unmatched_meter)),
+            length.eq(Mux(meta.min_len > MIN_PACKET_BYTES, meta.min_len, MIN_PACKET_BYTES)),
+        ]
+
+        # Bucket writes wait in staging registers for their slot.
+        init_pending = Signal()
+        init_bucket = Signal(bb)
+        init_config = Signal(_config_layout())
+        now = Signal(32)            # ts of the latest metered packet
+        scrub_next = Signal(bb)
+        interval = self.p["scrub_interval"]
+        scrub_timer = Signal(range(interval))
+        scrub_due = Signal()
+        m.d.comb += [
+            csr.bucket_busy.eq(init_pending),
+            scrub_due.eq(scrub_timer == interval - 1),
+            hold.eq(init_pending | scrub_due),
+        ]
+        m.d.sync += scrub_timer.eq(Mux(scrub_due, scrub_timer, scrub_timer + 1))
+
+        packet_op = Signal()
+        m.d.comb += packet_op.eq(self.i.valid & self.i.ready & in_first & metered)
+        config_wp = config_mem.write_port()
+        m.d.comb += [config_wp.addr.eq(init_bucket), config_wp.data.eq(init_config)]
+        op0 = Signal(_op_layout(bb))
+        with m.If(init_pending):
+            # The configuration is written now; operations behind this one read it, those
+            # ahead have read theirs already. The INIT refills the bucket, clears its counters.
+            m.d.comb += [op0.kind.eq(_Op.INIT), op0.bucket.eq(init_bucket), op0.ts.eq(now),
+                         config_wp.en.eq(en)]
+        with m.Elif(packet_op):
+            m.d.comb += [op0.kind.eq(_Op.PACKET), op0.bucket.eq(Mux(matched, class_bucket,
+                                                                    csr.unmatched_bucket)),
+                         op0.ts.eq(meta.ts), op0.length.eq(length)]
+        with m.Else():
+            m.d.comb += [op0.kind.eq(_Op.SCRUB), op0.bucket.eq(scrub_next), op0.ts.eq(now)]
+        with m.If(en):
+            m.d.sync += [
+                valid[1].eq(self.i.valid & self.i.ready), beat[1].eq(self.i.p),
+                first[1].eq(in_first), unmetered[1].eq(in_first & ~metered), op[1].eq(op0),
+            ]
+            with m.If(init_pending):
+                m.d.sync += init_pending.eq(0)
+            with m.Elif(packet_op):
+                m.d.sync += now.eq(meta.ts)
+            with m.Else():
+                m.d.sync += [scrub_next.eq(scrub_next + 1), scrub_timer.eq(0)]
+        with m.If(csr.bucket_write):
+            m.d.sync += [init_pending.eq(1), init_bucket.eq(csr.bucket_index),
+                         init_config.rate.eq(csr.bucket_rate),
+                         init_config.burst.eq(csr.bucket_burst),
+                         init_config.action.eq(csr.bucket_action)]
+
+        # --- stages 1-2: configuration and last_ts (read in 1, last_ts written in 2) ----------
+        config_rp = config_mem.read_port()
+        last_wp = last_mem.write_port()
+        last_rp = last_mem.read_port(transparent_for=(last_wp,))
+        m.d.comb += [
+            config_rp.addr.eq(op[1].bucket), config_rp.en.eq(en),
+            last_rp.addr.eq(op[1].bucket), last_rp.en.eq(en),
+            last_wp.addr.eq(op[2].bucket), last_wp.data.eq(op[2].ts),
+            last_wp.en.eq(en & (op[2].kind != _Op.NONE)),
+        ]
+        # Elapsed cycles modulo 2**32: right across the timestamp's wrap.
+        elapsed = Signal(32)
+        m.d.comb += elapsed.eq(op[2].ts - last_rp.data)
+        s3_config, s3_elapsed = Signal(_config_layout()), Signal(32)
+        with m.If(en):
+            m.d.sync += [s3_config.eq(config_rp.data), s3_elapsed.eq(elapsed)]
+
+        # --- stages 3-4: rate * elapsed, registered on both sides (a DSP multiplier) ----------
+        s4_product = Signal(RATE_BITS + 32)
+        s4_config = Signal(_config_layout())
+        with m.If(en):
+            m.d.sync += [s4_product.eq(s3_config.rate * s3_elapsed), s4_config.eq(s3_config)]
+        # Any refill of 2**40 or more fills every bucket: clamp, so the loop adders stay short.
+        refill = Signal(TOKEN_BITS + 1)
+        m.d.comb += refill.eq(Mux(s4_product >= 2 ** TOKEN_BITS, 2 ** TOKEN_BITS, s4_product))
+        burst_fixed = Signal(TOKEN_BITS)
+        length_fixed = Signal(17 + frac)
+        m.d.comb += [burst_fixed.eq(s4_config.burst << frac),
+                     length_fixed.eq(op[4].length << frac)]
+        # Differences precomputed a stage early: the token loop in stage 5 is then one add
+        # per candidate and a mux.
+        wide = signed(TOKEN_BITS + 3)
+        s5_refill, s5_burst = Signal(TOKEN_BITS + 1), Signal(TOKEN_BITS)
+        s5_refill_less_burst, s5_refill_less_length = Signal(wide), Signal(wide)
+        s5_burst_less_length = Signal(wide)
+        s5_action = Signal()
+        with m.If(en):
+            m.d.sync += [
+                s5_refill.eq(refill), s5_burst.eq(burst_fixed),
+                s5_refill_less_burst.eq(refill - burst_fixed),
+                s5_refill_less_length.eq(refill - length_fixed),
+                s5_burst_less_length.eq(burst_fixed - length_fixed),
+                s5_action.eq(s4_config.action),
+            ]
+
+        # --- stages 4-5: tokens (read in 4, updated and written in 5) -------------------------
+        tokens_wp = tokens_mem.write_port()
+        tokens_rp = tokens_mem.read_port(transparent_for=(tokens_wp,))
+        m.d.comb += [tokens_rp.addr.eq(op[4].bucket), tokens_rp.en.eq(en)]
+        tokens = tokens_rp.data
+        over_burst, sum_less_length = Signal(wide), Signal(wide)
+        m.d.comb += [over_burst.eq(tokens + s5_refill_less_burst),
+                     sum_less_length.eq(tokens + s5_refill_less_length)]
+        conform = Signal()
+        new_tokens = Signal(TOKEN_BITS)
+        # tokens' = min(B, T + R): if T + R >= B the bucket is full and conform means B >= L.
+        with m.If(over_burst >= 0):
+            m.d.comb += [conform.eq(s5_burst_less_length >= 0),
+                         new_tokens.eq(Mux(conform, s5_burst_less_length, s5_burst))]
+        with m.Else():
+            m.d.comb += [conform.eq(sum_less_length >= 0),
+                         new_tokens.eq(Mux(conform, sum_less_length, tokens + s5_refill))]
+        m.d.comb += [
+            tokens_wp.addr.eq(op[5].bucket),
+            tokens_wp.data.eq(Mux(op[5].kind == _Op.INIT, s5_burst, new_tokens)),
+            tokens_wp.en.eq(en & (op[5].kind != _Op.NONE)),
+        ]
+        s6_conform, s6_action = Signal(), Signal()
+        with m.If(en):
+            m.d.sync += [s6_conform.eq(conform), s6_action.eq(s5_action)]
+
+        # --- stages 5-6: counters (read in 5, written in 6) -----------------------------------
+        counters_wp = counters_mem.write_port()
+        counters_rp = counters_mem.read_port(transparent_for=(counters_wp,))
+        m.d.comb += [counters_rp.addr.eq(op[5].bucket), counters_rp.en.eq(en)]
+        old_counts = counters_rp.data
+        new_counts = Signal(_counters_layout())
+        m.d.comb += new_counts.eq(old_counts)
+        with m.If(op[6].kind == _Op.INIT):
+            m.d.comb += new_counts.eq(0)
+        with m.Elif(s6_conform):
+            m.d.comb += [new_counts.conformed_packets.eq(old_counts.conformed_packets + 1),
+                         new_counts.conformed_bytes.eq(old_counts.conformed_bytes
+                                                       + op[6].length)]
+        with m.Else():
+            m.d.comb += [new_counts.exceeded_packets.eq(old_counts.exceeded_packets + 1),
+                         new_counts.exceeded_bytes.eq(old_counts.exceeded_bytes + op[6].length)]
+        m.d.comb += [
+            counters_wp.addr.eq(op[6].bucket), counters_wp.data.eq(new_counts),
+            counters_wp.en.eq(en & ((op[6].kind == _Op.PACKET) | (op[6].kind == _Op.INIT))),
+        ]
+
+        # Per-bucket registers, through read ports of their own.
+        csr_counters = counters_mem.read_port()
+        csr_tokens = tokens_mem.read_port()
+        csr_last = last_mem.read_port()
+        for port in (csr_counters, csr_tokens, csr_last):
+            m.d.comb += port.addr.eq(csr.bucket_index)
+        for name in _COUNTERS:
+            m.d.comb += getattr(csr, name).eq(getattr(csr_counters.data, name))
+        m.d.comb += [csr.tokens.eq(csr_tokens.data), csr.last_ts.eq(csr_last.data)]
+
+        # --- stage 6 -> 7: the verdict on every beat, ECN marking -----------------------------
+        b6 = beat[6]
+        verdict_drop, verdict_mark = Signal(), Signal()
+        exceed = Signal()
+        m.d.comb += exceed.eq((op[6].kind == _Op.PACKET) & ~s6_conform)
+        held_drop, held_mark = Signal(), Signal()
+        m.d.comb += [
+            verdict_drop.eq(Mux(first[6], exceed & (s6_action == Action.DROP), held_drop)),
+            verdict_mark.eq(Mux(first[6], exceed & (s6_action == Action.MARK), held_mark)),
+        ]
+        with m.If(en & valid[6] & first[6]):
+            m.d.sync += [held_drop.eq(verdict_drop), held_mark.eq(verdict_mark)]
+
+        # Beats of the packet seen so far, saturating past the last one the header can reach.
+        beat_limit = (self.header_bytes + 16) // bpb + 1
+        beat_no = Signal(range(beat_limit + 1))
+        with m.If(en & valid[6]):
+            m.d.sync += beat_no.eq(Mux(b6.last, 0, Mux(beat_no == beat_limit, beat_limit,
+                                                        beat_no + 1)))
+
+        nwords = bpb // 2
+        # 16-bit words in network order: word k is bytes 2k (high) and 2k + 1 (low).
+        words = [Cat(b6.data[16 * k + 8:16 * k + 16], b6.data[16 * k:16 * k + 8])
+                 for k in range(nwords)]
+        l3_off = b6.meta.l3_off[0]
+        v4 = Signal()
+        v6 = Signal()
+        m.d.comb += [v4.eq(b6.meta.l3_kind[0] == L3Kind.IPV4),
+                     v6.eq(b6.meta.l3_kind[0] == L3Kind.IPV6)]
+        # Ethernet and 802.1Q tags are 14 + 4n bytes, so l3_off is even and the word holding
+        # the ECN bits (IPv4 version/IHL/DSCP/ECN, IPv6 version/traffic class) and the IPv4
+        # checksum word never straddle a beat.
+        csum_off = Signal(len(l3_off) + 1)
+        m.d.comb += csum_off.eq(l3_off + 10)
+        tos_beat, tos_lane = l3_off >> shift, l3_off[1:shift] if shift > 1 else Const(0, 1)
+        csum_beat, csum_lane = csum_off >> shift, csum_off[1:shift] if shift > 1 else Const(0, 1)
+
+        def word_at(lane, name):
+            out = Signal(16, name=name)
+            with m.Switch(lane):
+                for k in range(nwords):
+                    with m.Case(k):
+                        m.d.comb += out.eq(words[k])
+            return out
+        tos_word = word_at(tos_lane, "tos_word")
+        old_csum = word_at(csum_lane, "old_csum")
+        ecn = Signal(2)
+        m.d.comb += ecn.eq(Mux(v4, tos_word[0:2], tos_word[4:6]))
+        ce_word = Signal(16)
+        m.d.comb += ce_word.eq(tos_word | Mux(v4, 0x0003, 0x0030))
+        set_ce = Signal()
+        m.d.comb += set_ce.eq(valid[6] & verdict_mark & (v4 | v6) & (beat_no == tos_beat)
+                              & ((ecn == 1) | (ecn == 2)))    # ECT(1), ECT(0): RFC 3168 s5
+        # At narrow widths the checksum passes beats after the ECN field: remember the change.
+        seen_ce, seen_old, seen_new = Signal(), Signal(16), Signal(16)
+        with m.If(en & valid[6]):
+            with m.If(set_ce):
+                m.d.sync += [seen_ce.eq(1), seen_old.eq(tos_word), seen_new.eq(ce_word)]
+            with m.If(b6.last):
+                m.d.sync += seen_ce.eq(0)
+        word_old, word_new = Signal(16), Signal(16)
+        m.d.comb += [word_old.eq(Mux(set_ce, tos_word, seen_old)),
+                     word_new.eq(Mux(set_ce, ce_word, seen_new))]
+        new_csum = checksum_update(m, old_csum, [word_old], [word_new], name="ce_csum")
+        fix_csum = Signal()
+        m.d.comb += fix_csum.eq(valid[6] & v4 & (beat_no == csum_beat) & (set_ce | seen_ce))
+
+        out_words = []
+        for k in range(nwords):
+            w = Signal(16, name=f"out_word{k}")
+            m.d.comb += w.eq(words[k])
+            with m.If(set_ce & (tos_lane == k)):
+                m.d.comb += w.eq(ce_word)
+            with m.Elif(fix_csum & (csum_lane == k)):
+                m.d.comb += w.eq(new_csum)
+            out_words.append(Cat(w[8:16], w[0:8]))
+        s7_dropped = Signal()
+        with m.If(en):
+            m.d.sync += [
+                valid[7].eq(valid[6]), beat[7].eq(b6), beat[7].data.eq(Cat(*out_words)),
+                beat[7].meta.drop.eq(b6.meta.drop | verdict_drop),
+                beat[7].meta.mark.eq(b6.meta.mark | verdict_mark),
+                first[7].eq(first[6]), unmetered[7].eq(unmetered[6]),
+                s7_dropped.eq(verdict_drop),
+            ]
+
+        # --- output and the standard counters -------------------------------------------------
+        m.d.comb += [self.o.valid.eq(valid[7]), self.o.p.eq(beat[7])]
+        with m.If(self.o.valid & self.o.ready & first[7]):
+            m.d.sync += [csr.packets.eq(csr.packets + 1),
+                         csr.dropped.eq(csr.dropped + s7_dropped),
+                         csr.skipped.eq(csr.skipped + unmetered[7])]
+        return m

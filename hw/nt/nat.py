@@ -1,0 +1,638 @@
+"""Static NAT for IPv4: source (SNAT) and destination (DNAT) translation tables.
+
+What it translates. The innermost IP header the parser found, the one ``meta.flow`` describes:
+for a VXLAN packet the tenant's inner header (RFC 7348), so a NAT in front of a virtual network
+translates tenant flows and the underlay addresses stay as they are. Only IPv4 is translated;
+IPv6 packets, non-IP packets and VXLAN packets whose inner frame is not IPv4 pass unchanged and
+count as skipped, as do packets with parse errors or already dropped (contract rule 3).
+
+Tables. Each table holds ``snat_entries`` / ``dnat_entries`` slots (build parameters). A slot
+matches on an IPv4 address (the source for SNAT, the destination for DNAT) and optionally on
+the IP protocol and on the L4 port on the same side; it rewrites the address and optionally the
+port. The lowest matching slot of each table wins; SNAT and DNAT both look up the packet as it
+arrived, and both may apply to one packet. Slots sit in flip-flops and compare in parallel, as
+in a TCAM, and the winner and its rewrite come out of one stage, so a packet sees a slot either
+before or after a write, never half of one.
+
+Ports (NAPT, RFC 3022 section 2.2) need a TCP or UDP header the parser parsed: a slot that
+matches on a port or rewrites one applies only to such packets. Address-only slots (Basic NAT,
+RFC 3022 section 2.1) apply to every IPv4 packet, other protocols and fragments included.
+
+Checksums. Every rewrite updates the checksums that cover it incrementally, by RFC 1624 eqn. 3
+(``HC' = ~(~HC + ~m + m')``, :mod:`.checksum_update`), so a checksum that was wrong stays
+exactly as wrong (a NAT must not hide corruption, RFC 1624 section 2):
+
+* the IPv4 header checksum, for the address words;
+* the TCP or UDP checksum, for the address words (pseudo-header, RFC 768 and RFC 9293 section
+  3.1) and the port words. A UDP checksum of 0 means "none" and stays 0; an update that gives
+  0 is sent as 0xFFFF (RFC 768);
+* for VXLAN, the outer UDP checksum when it is not 0, since the inner header is its payload:
+  updated for every inner word that changed (addresses, ports, both inner checksums).
+
+RFC 1624's 0x0000/0xFFFF point (section 3): eqn. 3 is a ones'-complement sum, which is the
+all-zero word only when every term is zero. The update always folds in both address pairs (and
+for L4 both port pairs), and the pair of an unchanged word, ``~m`` and ``m``, is never all zero;
+so the sum is zero only if ``~HC`` is (HC = 0xFFFF) and every word goes from 0xFFFF to 0, i.e.
+both addresses from 255.255.255.255 to 0.0.0.0. In every other case the sum is the non-zero
+representative of the true sum, and from a correct checksum the result is bit for bit what a
+full recomputation gives (scapy's), even for a header that arrived carrying 0xFFFF, the other
+zero. In
+the degenerate case the result is 0xFFFF where a recomputation gives 0x0000; both verify.
+
+Fragments (the parser flags them and parses no L4 header). Addresses are translated and the
+IPv4 header checksum updated in every fragment. A first fragment (offset 0) of TCP or UDP still
+carries the L4 checksum, which covers the whole datagram and the pseudo-header: it is updated
+when its field lies inside the fragment (IP total length) and the frame, so the reassembled
+datagram verifies. A tiny first fragment that splits the L4 header (RFC 1858) keeps its
+checksum. Ports are never translated in fragments (no later fragment carries them: RFC 3022
+section 6.3), so NAPT slots skip fragments. A TCP or UDP packet that is not a fragment and
+whose L4 header the parser did not reach (past its window) is skipped: its checksum could not be
+kept right.
+
+``meta.flow`` leaves with the translated addresses and ports (contract rule 4); ``flow_hash``
+and ``ts`` keep their ingress values.
+
+How it runs at line rate. The words the translation must read from the packet (the checksums,
+the IPv4 total length and fragment offset) are picked out of the beats as they pass; the beats
+wait in a data FIFO. When the beat holding the last of them has arrived (or the packet ended)
+the packet's lookup and checksum arithmetic run in a four-stage pipeline, one packet a cycle,
+whose result (a patch list: up to nine 16-bit words at byte positions, and the new metadata)
+enters a descriptor FIFO. The output joins the two FIFOs and patches the words as their beats
+leave. A credit counter holds the input while the descriptor FIFO could overflow, as in the
+parser. Saturated with 64- and 1,500-byte frames it takes one beat a cycle; first beat in to
+first beat out is 12 cycles at 64 bits and 6 at 512 bits (TCP/UDP over untagged IPv4).
+
+Programming a slot: write ``entry_*`` (the staged slot), ``entry_table`` (0 SNAT, 1 DNAT) and
+``entry_index``, then write 1 to ``entry_write``; the whole slot is copied in one cycle and its
+hit counter cleared. An index past the table is ignored. ``sel_match``, ``sel_rewrite`` and
+``sel_hits`` read back the slot ``entry_table``/``entry_index`` (packed as their docs say).
+"""
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo
+
+from ..csr.registers import R, RW, W1P, Register
+from ..parser.meta import TAIL_FLAGS, L3Kind, L4Kind
+from .checksum import beat_word, patch_beat, pow2_at_least
+from .checksum_update import checksum_update, udp_checksum_update, words16
+from .task import ConfigError, NetworkTask, Param, Scope, TaskConfig
+
+__all__ = ["NatTranslator", "NatConfig", "NatEntry", "NAT_TABLES", "ENTRY_FLAGS"]
+
+NAT_TABLES = ("snat", "dnat")
+#: Bits of ``entry_flags`` (and of ``sel_match`` bits 59:56).
+ENTRY_FLAGS = {"valid": 0, "match_proto": 1, "match_port": 2, "rewrite_port": 3}
+
+PROTO_TCP, PROTO_UDP = 6, 17
+_PROTOS = {"tcp": PROTO_TCP, "udp": PROTO_UDP, "icmp": 1, "gre": 47}
+
+
+@dataclass(frozen=True)
+class NatEntry:
+    """One slot: match ``addr`` (and ``proto``/``port`` unless None), rewrite to ``to`` (and
+    the port to ``to_port`` unless None). Addresses are ints."""
+    addr: int
+    to: int
+    proto: int | None = None
+    port: int | None = None
+    to_port: int | None = None
+
+    @property
+    def napt(self):
+        """Needs a parsed TCP/UDP header: it matches or rewrites a port."""
+        return self.port is not None or self.to_port is not None
+
+    def matches(self, addr, proto, port, has_l4):
+        return (addr == self.addr and (self.proto is None or proto == self.proto)
+                and (not self.napt or has_l4) and (self.port is None or port == self.port))
+
+    def flags(self):
+        return (1 << ENTRY_FLAGS["valid"] | (self.proto is not None) << ENTRY_FLAGS["match_proto"]
+                | (self.port is not None) << ENTRY_FLAGS["match_port"]
+                | (self.to_port is not None) << ENTRY_FLAGS["rewrite_port"])
+
+    def match_word(self):
+        """``sel_match`` read-back: address, port << 32, protocol << 48, flags << 56."""
+        return (self.addr | (self.port or 0) << 32 | (self.proto or 0) << 48
+                | self.flags() << 56)
+
+    def rewrite_word(self):
+        """``sel_rewrite`` read-back: new address, new port << 32."""
+        return self.to | (self.to_port or 0) << 32
+
+
+def _ipv4(kind, where, value):
+    try:
+        if not isinstance(value, str):
+            raise ValueError
+        return int(ipaddress.IPv4Address(value))
+    except ValueError:
+        raise ConfigError(f"nt {kind}: {where} must be an IPv4 address such as '10.0.0.1', "
+                          f"not {value!r}") from None
+
+
+def _port(kind, where, value, any_ok):
+    if any_ok and value == "any":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0xFFFF:
+        return value
+    what = "'any' or a port 0-65535" if any_ok else "a port 0-65535"
+    raise ConfigError(f"nt {kind}: {where} must be {what}, not {value!r}")
+
+
+def _proto(kind, where, value):
+    if value == "any":
+        return None
+    if isinstance(value, str) and value in _PROTOS:
+        return _PROTOS[value]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255:
+        return value
+    raise ConfigError(f"nt {kind}: {where} must be 'any', one of {sorted(_PROTOS)} or 0-255, "
+                      f"not {value!r}")
+
+
+_ENTRY_KEYS = ("addr", "port", "proto", "to", "to_port")
+
+
+@dataclass
+class NatConfig(TaskConfig):
+    """``snat`` and ``dnat``: lists of :class:`NatEntry`, slot 0 first (highest priority)."""
+    snat: list = field(default_factory=list)
+    dnat: list = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, kind, params, raw):
+        if not isinstance(raw, dict):
+            raise ConfigError(f"nt {kind}: config must be a table, not {raw!r}")
+        unknown = set(raw) - set(NAT_TABLES)
+        if unknown:
+            raise ConfigError(f"nt {kind}: unknown config key {sorted(unknown)[0]!r} "
+                              f"(known: dnat, snat)")
+        tables = {}
+        for table in NAT_TABLES:
+            entries = raw.get(table, [])
+            if not isinstance(entries, list):
+                raise ConfigError(f"nt {kind}: {table} must be a list of tables, "
+                                  f"not {entries!r}")
+            size = params[f"{table}_entries"]
+            if len(entries) > size:
+                raise ConfigError(f"nt {kind}: {table} must have at most {size} entries "
+                                  f"(build parameter {table}_entries), not {len(entries)}")
+            out = []
+            for i, e in enumerate(entries):
+                where = f"{table}[{i}]"
+                if not isinstance(e, dict):
+                    raise ConfigError(f"nt {kind}: {where} must be a table, not {e!r}")
+                unknown = set(e) - set(_ENTRY_KEYS)
+                if unknown:
+                    raise ConfigError(f"nt {kind}: {where} has unknown key "
+                                      f"{sorted(unknown)[0]!r} (known: {', '.join(_ENTRY_KEYS)})")
+                for key in ("addr", "to"):
+                    if key not in e:
+                        raise ConfigError(f"nt {kind}: {where}.{key} must be given")
+                to_port = e.get("to_port")
+                out.append(NatEntry(
+                    _ipv4(kind, f"{where}.addr", e["addr"]), _ipv4(kind, f"{where}.to", e["to"]),
+                    _proto(kind, f"{where}.proto", e.get("proto", "any")),
+                    _port(kind, f"{where}.port", e.get("port", "any"), True),
+                    None if to_port is None else _port(kind, f"{where}.to_port", to_port, False)))
+            tables[table] = out
+        return cls(**tables)
+
+    def register_writes(self, params):
+        writes = []
+        for t, table in enumerate(NAT_TABLES):
+            entries = getattr(self, table)
+            for index in range(params[f"{table}_entries"]):
+                if index < len(entries):
+                    e = entries[index]
+                    writes += [("entry_addr", e.addr), ("entry_port", e.port or 0),
+                               ("entry_proto", e.proto or 0), ("entry_new_addr", e.to),
+                               ("entry_new_port", e.to_port or 0), ("entry_flags", e.flags())]
+                else:
+                    writes.append(("entry_flags", 0))  # an unused slot is invalid
+                writes += [("entry_table", t), ("entry_index", index), ("entry_write", 1)]
+        return writes
+
+    @classmethod
+    def random(cls, rng, params, flows=()):
+        """Slots cut from ``flows`` (IPv4 5-tuple dicts of the traffic) so that they match:
+        address-only, protocol-qualified and port (NAPT) slots, some rewriting the port."""
+        tables = {}
+        for table in NAT_TABLES:
+            side = "src" if table == "snat" else "dst"
+            entries = []
+            size = params[f"{table}_entries"]
+            for _ in range(rng.randint(max(1, size // 2), size)):
+                if flows and rng.random() < 0.9:
+                    flow = rng.choice(flows)
+                    addr, proto, port = flow[f"{side}_ip"], flow["proto"], flow[f"{side[0]}port"]
+                else:
+                    addr, proto = rng.getrandbits(32), rng.choice([6, 17])
+                    port = rng.getrandbits(16)
+                kind = rng.random()
+                entries.append(NatEntry(
+                    addr, rng.getrandbits(32),
+                    proto if kind > 0.4 and proto in (6, 17) or kind > 0.9 else None,
+                    port if kind > 0.6 and proto in (6, 17) else None,
+                    rng.getrandbits(16) if kind > 0.5 and rng.random() < 0.7 else None))
+            tables[table] = entries
+        return cls(**tables)
+
+
+def _entry_layout():
+    return data.StructLayout({
+        "addr": 32, "port": 16, "proto": 8, "new_addr": 32, "new_port": 16,
+        "valid": 1, "match_proto": 1, "match_port": 1, "rewrite_port": 1,
+    })
+
+
+# Patch slots of a descriptor, in order: what each rewrites.
+PATCHES = ("src_hi", "src_lo", "dst_hi", "dst_lo", "ip_csum", "sport", "dport", "l4_csum",
+           "outer_csum")
+# Words read from the packet as it passes (position rules in ``elaborate``).
+PICKS = ("total_len", "frag", "ip_csum", "l4_csum", "outer_csum")
+
+
+class NatTranslator(NetworkTask):
+    """Static IPv4 NAT: SNAT and DNAT tables with incremental checksum updates."""
+    kind = "nat"
+    scope = Scope.HEADER
+    modifies = True
+    type_id = 0x4E415434  # 'NAT4'
+    params = (
+        Param("snat_entries", 8, low=1, high=64, doc="Source translation slots"),
+        Param("dnat_entries", 8, low=1, high=64, doc="Destination translation slots"),
+    )
+    config = NatConfig
+    model = "nat:NatModel"
+
+    @classmethod
+    def task_registers(cls, params):
+        return [
+            Register("snat_hits", 64, R, doc="Packets whose source an SNAT slot translated"),
+            Register("dnat_hits", 64, R, doc="Packets whose destination a DNAT slot translated"),
+            Register("misses", 64, R, doc="IPv4 packets NAT applied to that no slot matched"),
+            Register("entry_table", 1, RW, doc="Table of the slot written or read: 0 SNAT, 1 DNAT"),
+            Register("entry_index", 6, RW, doc="Slot written by entry_write and read by sel_*"),
+            Register("entry_addr", 32, RW, doc="Staged slot: IPv4 address to match"),
+            Register("entry_port", 16, RW, doc="Staged slot: L4 port to match"),
+            Register("entry_proto", 8, RW, doc="Staged slot: IP protocol to match"),
+            Register("entry_new_addr", 32, RW, doc="Staged slot: IPv4 address written"),
+            Register("entry_new_port", 16, RW, doc="Staged slot: L4 port written"),
+            Register("entry_flags", 4, RW, doc="Staged slot: bit 0 valid, 1 match protocol, "
+                                               "2 match port, 3 rewrite port"),
+            Register("entry_write", 1, W1P, doc="Write 1: copy the staged slot into the table"),
+            Register("sel_match", 64, R, doc="Selected slot: address, port << 32, "
+                                             "protocol << 48, flags << 56"),
+            Register("sel_rewrite", 64, R, doc="Selected slot: new address, new port << 32"),
+            Register("sel_hits", 64, R, doc="Packets the selected slot translated"),
+        ]
+
+    def elaborate(self, platform):
+        m = Module()
+        W, H = self.data_width, self.header_bytes
+        nbytes = W // 8
+        csr = self.csr
+        meta_shape = self.meta_layout
+        pos_bits = H.bit_length() + 2       # byte positions up to H + 18 (see data FIFO depth)
+
+        # --- tables --------------------------------------------------------------------------
+        elayout = _entry_layout()
+        sizes = {t: self.p[f"{t}_entries"] for t in NAT_TABLES}
+        tables = {t: [Signal(elayout, name=f"{t}{k}") for k in range(sizes[t])]
+                  for t in NAT_TABLES}
+        hits = {t: [Signal(64, name=f"{t}_hits{k}") for k in range(sizes[t])] for t in NAT_TABLES}
+        staged = Signal(elayout)
+        m.d.comb += [
+            staged.addr.eq(csr.entry_addr), staged.port.eq(csr.entry_port),
+            staged.proto.eq(csr.entry_proto), staged.new_addr.eq(csr.entry_new_addr),
+            staged.new_port.eq(csr.entry_new_port),
+        ]
+        for name, bit in ENTRY_FLAGS.items():
+            m.d.comb += getattr(staged, name).eq(csr.entry_flags[bit])
+
+        # --- input: pick words, decide when the packet's lookup can start ------------------
+        data_depth = pow2_at_least(-(-(H + 18) // nbytes) + 16)
+        desc_depth = 16
+        # Beat counters saturate past every patchable position (a jumbo frame never wraps
+        # back onto a header beat).
+        beat_bits = (-(-(H + 20) // nbytes) + 1).bit_length()
+        beat_max = 2 ** beat_bits - 1
+        data_fifo = m.submodules.data_fifo = fifo.SyncFIFOBuffered(
+            width=W + nbytes + 1 + len(TAIL_FLAGS), depth=data_depth)
+
+        in_flight = Signal(range(desc_depth + 1))
+        handoff = Signal()
+        desc_pop = Signal()
+        m.d.comb += self.i.ready.eq(data_fifo.w_rdy & (in_flight < desc_depth))
+        take = Signal()
+        m.d.comb += take.eq(self.i.valid & self.i.ready)
+        tail = Cat(getattr(self.i.p.meta.flags, f) for f in TAIL_FLAGS)
+        m.d.comb += [data_fifo.w_en.eq(take),
+                     data_fifo.w_data.eq(Cat(self.i.p.data, self.i.p.keep, self.i.p.last, tail))]
+        m.d.sync += in_flight.eq(in_flight + handoff - desc_pop)
+
+        imeta = self.i.p.meta
+        in_beat = Signal(beat_bits)
+        handed = Signal()
+        with m.If(take):
+            m.d.sync += in_beat.eq(Mux(self.i.p.last, 0,
+                                       Mux(in_beat == beat_max, in_beat, in_beat + 1)))
+            m.d.sync += handed.eq(~self.i.p.last & (handed | handoff))
+
+        inner = imeta.vxlan
+        l3 = Signal(pos_bits)
+        l4 = Signal(pos_bits)
+        l4_parsed = Signal()
+        m.d.comb += [
+            l3.eq(Mux(inner, imeta.l3_off[1], imeta.l3_off[0])),
+            l4_parsed.eq(Mux(inner, imeta.l4_kind[1], imeta.l4_kind[0]) != L4Kind.NONE),
+            # A first fragment's L4 header starts where the walk stopped, after the IPv4 header.
+            l4.eq(Mux(l4_parsed, Mux(inner, imeta.l4_off[1], imeta.l4_off[0]),
+                      imeta.payload_off)),
+        ]
+        tcp = imeta.flow.proto == PROTO_TCP
+        tcpudp = tcp | (imeta.flow.proto == PROTO_UDP)
+        positions = {
+            "total_len": l3 + 2, "frag": l3 + 6, "ip_csum": l3 + 10,
+            "l4_csum": l4 + Mux(tcp, 16, 6), "outer_csum": imeta.l4_off[0] + 6,
+        }
+        pos = {}
+        for name, value in positions.items():
+            pos[name] = Signal(pos_bits, name=f"pos_{name}")
+            m.d.comb += pos[name].eq(value)
+        l4_wanted = tcpudp & (l4_parsed | imeta.flags.fragment)
+        need_beat = Signal(beat_bits)
+        m.d.comb += need_beat.eq(Mux(l4_wanted, pos["l4_csum"], pos["ip_csum"])
+                                 >> (nbytes.bit_length() - 1))
+        m.d.comb += handoff.eq(take & ~handed & (self.i.p.last | (in_beat == need_beat)))
+
+        picked = {}   # this packet's word so far, merged with the current beat
+        seen = {}
+        for name in PICKS:
+            hit, value = beat_word(m, self.i.p.data, self.i.p.keep, in_beat, pos[name], nbytes,
+                                   name=f"pick_{name}")
+            held, held_seen = Signal(16, name=f"held_{name}"), Signal(name=f"held_{name}_seen")
+            picked[name] = Signal(16, name=f"picked_{name}")
+            seen[name] = Signal(name=f"picked_{name}_seen")
+            first = in_beat == 0
+            m.d.comb += [picked[name].eq(Mux(hit, value, held)),
+                         seen[name].eq(hit | (held_seen & ~first))]
+            with m.If(take):
+                m.d.sync += [held.eq(picked[name]), held_seen.eq(seen[name])]
+
+        # --- stage 0: the handed-off packet ------------------------------------------------
+        s0_valid = Signal()
+        s0_meta = Signal(meta_shape)
+        s0_pick = {n: Signal(16, name=f"s0_{n}") for n in PICKS}
+        s0_seen = {n: Signal(name=f"s0_{n}_seen") for n in PICKS}
+        s0_pos = {n: Signal(pos_bits, name=f"s0_pos_{n}") for n in ("l4_csum", "outer_csum")}
+        s0_l3 = Signal(pos_bits)
+        s0_l4 = Signal(pos_bits)
+        s0_l4_parsed = Signal()
+        m.d.sync += s0_valid.eq(handoff)
+        with m.If(handoff):
+            m.d.sync += [s0_meta.eq(imeta), s0_l3.eq(l3), s0_l4.eq(l4),
+                         s0_l4_parsed.eq(l4_parsed)]
+            for f in TAIL_FLAGS:
+                m.d.sync += getattr(s0_meta.flags, f).eq(0)
+            for n in PICKS:
+                m.d.sync += [s0_pick[n].eq(picked[n]), s0_seen[n].eq(seen[n])]
+            for n in s0_pos:
+                m.d.sync += s0_pos[n].eq(pos[n])
+
+        # --- stage 1: applicability and the two lookups ------------------------------------
+        meta0 = s0_meta
+        flow0 = meta0.flow
+        vx0 = meta0.vxlan
+        is_ipv4 = Mux(vx0, meta0.l3_kind[1], meta0.l3_kind[0]) == L3Kind.IPV4
+        tcp0 = flow0.proto == PROTO_TCP
+        tcpudp0 = tcp0 | (flow0.proto == PROTO_UDP)
+        frag0 = meta0.flags.fragment
+        skip = Signal()
+        m.d.comb += skip.eq(meta0.drop | meta0.flags.truncated | meta0.flags.malformed
+                            | meta0.flags.runt | ~is_ipv4 | (tcpudp0 & ~s0_l4_parsed & ~frag0))
+        # The L4 checksum is there: parsed, or in a first fragment inside datagram and frame.
+        first_frag = frag0 & ((s0_pick["frag"] & 0x1FFF) == 0) & s0_seen["frag"]
+        l4_csum_here = Signal()
+        m.d.comb += l4_csum_here.eq(tcpudp0 & s0_seen["l4_csum"] & (
+            s0_l4_parsed | (first_frag & (s0_l4 > s0_l3) & s0_seen["total_len"]
+                            & (s0_pos["l4_csum"] + 2 <= s0_l3 + s0_pick["total_len"]))))
+
+        sel = {}
+        for t in NAT_TABLES:
+            side_src = t == "snat"
+            addr = flow0.src_ip[:32] if side_src else flow0.dst_ip[:32]
+            port = flow0.sport if side_src else flow0.dport
+            n = sizes[t]
+            match = Signal(n, name=f"{t}_match")
+            for k, e in enumerate(tables[t]):
+                m.d.comb += match[k].eq(
+                    e.valid & (e.addr == addr) & (~e.match_proto | (e.proto == flow0.proto))
+                    & (~(e.match_port | e.rewrite_port) | s0_l4_parsed)
+                    & (~e.match_port | (e.port == port)))
+            winner = Signal(n, name=f"{t}_winner")
+            found = Const(0, 1)
+            for k in range(n):
+                m.d.comb += winner[k].eq(match[k] & ~found)
+                found = found | match[k]
+            index = Signal(6, name=f"{t}_index")
+            new_addr = Signal(32, name=f"{t}_new_addr")
+            new_port = Signal(16, name=f"{t}_new_port")
+            rewrite = Signal(name=f"{t}_rewrite_port")
+            for k, e in enumerate(tables[t]):
+                with m.If(winner[k]):
+                    m.d.comb += [index.eq(k), new_addr.eq(e.new_addr), new_port.eq(e.new_port),
+                                 rewrite.eq(e.rewrite_port)]
+            sel[t] = (match.any(), index, new_addr, new_port, rewrite)
+
+        s1_valid = Signal()
+        s1_meta = Signal(meta_shape)
+        s1_skip, s1_l4 = Signal(), Signal()
+        s1_hit = {t: Signal(name=f"s1_{t}_hit") for t in NAT_TABLES}
+        s1_index = {t: Signal(6, name=f"s1_{t}_index") for t in NAT_TABLES}
+        s1_addr = {t: Signal(32, name=f"s1_{t}_addr") for t in NAT_TABLES}
+        s1_port = {t: Signal(16, name=f"s1_{t}_port") for t in NAT_TABLES}
+        s1_rewrite = {t: Signal(name=f"s1_{t}_rewrite") for t in NAT_TABLES}
+        s1_pick = {n: Signal(16, name=f"s1_{n}") for n in PICKS}
+        s1_outer = Signal()
+        s1_l3 = Signal(pos_bits)
+        s1_pos = {n: Signal(pos_bits, name=f"s1_pos_{n}") for n in s0_pos}
+        s1_tcp = Signal()
+        m.d.sync += s1_valid.eq(s0_valid)
+        m.d.sync += [s1_meta.eq(s0_meta), s1_skip.eq(skip), s1_l4.eq(l4_csum_here),
+                     s1_outer.eq(vx0 & s0_seen["outer_csum"] & (s0_pick["outer_csum"] != 0)),
+                     s1_l3.eq(s0_l3), s1_tcp.eq(tcp0)]
+        m.d.sync += [s1_pick[n].eq(s0_pick[n]) for n in PICKS]
+        m.d.sync += [s1_pos[n].eq(s0_pos[n]) for n in s0_pos]
+        for t in NAT_TABLES:
+            hit, index, new_addr, new_port, rewrite = sel[t]
+            m.d.sync += [s1_hit[t].eq(hit & ~skip), s1_index[t].eq(index),
+                         s1_addr[t].eq(new_addr), s1_port[t].eq(new_port),
+                         s1_rewrite[t].eq(rewrite)]
+
+        # Per-slot hit counters: one incrementer a table; a slot write clears its counter.
+        for t in NAT_TABLES:
+            cur = Signal(64, name=f"{t}_hits_cur")
+            with m.Switch(s1_index[t]):
+                for k in range(sizes[t]):
+                    with m.Case(k):
+                        m.d.comb += cur.eq(hits[t][k])
+                        with m.If(s1_valid & s1_hit[t]):
+                            m.d.sync += hits[t][k].eq(cur + 1)
+        with m.If(csr.entry_write):
+            for ti, t in enumerate(NAT_TABLES):
+                with m.If(csr.entry_table == ti):
+                    with m.Switch(csr.entry_index):
+                        for k in range(sizes[t]):
+                            with m.Case(k):
+                                m.d.sync += [tables[t][k].eq(staged), hits[t][k].eq(0)]
+        for ti, t in enumerate(NAT_TABLES):
+            with m.If(csr.entry_table == ti):
+                with m.Switch(csr.entry_index):
+                    for k in range(sizes[t]):
+                        with m.Case(k):
+                            e = tables[t][k]
+                            m.d.comb += [
+                                csr.sel_match.eq(Cat(e.addr, e.port, e.proto, e.valid,
+                                                     e.match_proto, e.match_port,
+                                                     e.rewrite_port)),
+                                csr.sel_rewrite.eq(Cat(e.new_addr, e.new_port)),
+                                csr.sel_hits.eq(hits[t][k]),
+                            ]
+
+        # --- stage 2: new words and the IPv4 and L4 checksums ------------------------------
+        flow1 = s1_meta.flow
+        old = {"src": flow1.src_ip[:32], "dst": flow1.dst_ip[:32],
+               "sport": flow1.sport, "dport": flow1.dport}
+        new = {
+            "src": Mux(s1_hit["snat"], s1_addr["snat"], old["src"]),
+            "dst": Mux(s1_hit["dnat"], s1_addr["dnat"], old["dst"]),
+            "sport": Mux(s1_hit["snat"] & s1_rewrite["snat"], s1_port["snat"], old["sport"]),
+            "dport": Mux(s1_hit["dnat"] & s1_rewrite["dnat"], s1_port["dnat"], old["dport"]),
+        }
+        new_sig = {}
+        for k, v in new.items():
+            new_sig[k] = Signal(len(old[k]), name=f"new_{k}")
+            m.d.comb += new_sig[k].eq(v)
+        addr_old = words16(old["src"], 32) + words16(old["dst"], 32)
+        addr_new = words16(new_sig["src"], 32) + words16(new_sig["dst"], 32)
+        ip_csum = checksum_update(m, s1_pick["ip_csum"], addr_old, addr_new, name="ip_csum")
+        l4_terms = (addr_old + [old["sport"], old["dport"]],
+                    addr_new + [new_sig["sport"], new_sig["dport"]])
+        tcp_csum = checksum_update(m, s1_pick["l4_csum"], *l4_terms, name="tcp_csum")
+        udp_csum = udp_checksum_update(m, s1_pick["l4_csum"], *l4_terms, name="udp_csum")
+
+        s2_valid = Signal()
+        s2_meta = Signal(meta_shape)
+        s2_skip, s2_l4, s2_outer, s2_tcp = Signal(), Signal(), Signal(), Signal()
+        s2_hit = {t: Signal(name=f"s2_{t}_hit") for t in NAT_TABLES}
+        s2_rewrite = {t: Signal(name=f"s2_{t}_rewrite") for t in NAT_TABLES}
+        s2_old = {k: Signal(len(v), name=f"s2_old_{k}") for k, v in old.items()}
+        s2_new = {k: Signal(len(v), name=f"s2_new_{k}") for k, v in old.items()}
+        s2_ip_old, s2_ip_new = Signal(16), Signal(16)
+        s2_l4_old, s2_l4_new = Signal(16), Signal(16)
+        s2_outer_csum = Signal(16)
+        s2_l3 = Signal(pos_bits)
+        s2_pos = {n: Signal(pos_bits, name=f"s2_pos_{n}") for n in s0_pos}
+        m.d.sync += [
+            s2_valid.eq(s1_valid), s2_meta.eq(s1_meta), s2_skip.eq(s1_skip),
+            s2_l4.eq(s1_l4), s2_outer.eq(s1_outer), s2_tcp.eq(s1_tcp), s2_l3.eq(s1_l3),
+            s2_ip_old.eq(s1_pick["ip_csum"]), s2_ip_new.eq(ip_csum),
+            s2_l4_old.eq(s1_pick["l4_csum"]),
+            s2_l4_new.eq(Mux(s1_l4, Mux(s1_tcp, tcp_csum, udp_csum), s1_pick["l4_csum"])),
+            s2_outer_csum.eq(s1_pick["outer_csum"]),
+        ]
+        m.d.sync += [s2_pos[n].eq(s1_pos[n]) for n in s0_pos]
+        m.d.sync += [s2_hit[t].eq(s1_hit[t]) for t in NAT_TABLES]
+        m.d.sync += [s2_rewrite[t].eq(s1_rewrite[t]) for t in NAT_TABLES]
+        m.d.sync += [s2_old[k].eq(old[k]) for k in old]
+        m.d.sync += [s2_new[k].eq(new_sig[k]) for k in old]
+
+        # --- stage 3: the outer UDP checksum, the patch list and the new metadata ----------
+        outer_old = (words16(s2_old["src"], 32) + words16(s2_old["dst"], 32)
+                     + [s2_ip_old, s2_old["sport"], s2_old["dport"], s2_l4_old])
+        outer_new = (words16(s2_new["src"], 32) + words16(s2_new["dst"], 32)
+                     + [s2_ip_new, s2_new["sport"], s2_new["dport"], s2_l4_new])
+        outer_csum = udp_checksum_update(m, s2_outer_csum, outer_old, outer_new,
+                                         name="outer_csum")
+        any_hit = s2_hit["snat"] | s2_hit["dnat"]
+        plist = {
+            "src_hi": (s2_hit["snat"], s2_l3 + 12, s2_new["src"][16:]),
+            "src_lo": (s2_hit["snat"], s2_l3 + 14, s2_new["src"][:16]),
+            "dst_hi": (s2_hit["dnat"], s2_l3 + 16, s2_new["dst"][16:]),
+            "dst_lo": (s2_hit["dnat"], s2_l3 + 18, s2_new["dst"][:16]),
+            "ip_csum": (any_hit, s2_l3 + 10, s2_ip_new),
+            "sport": (s2_hit["snat"] & s2_rewrite["snat"], s2_pos["l4_csum"]
+                      - Mux(s2_tcp, 16, 6), s2_new["sport"]),
+            "dport": (s2_hit["dnat"] & s2_rewrite["dnat"], s2_pos["l4_csum"]
+                      - Mux(s2_tcp, 14, 4), s2_new["dport"]),
+            "l4_csum": (any_hit & s2_l4, s2_pos["l4_csum"], s2_l4_new),
+            "outer_csum": (any_hit & s2_outer, s2_pos["outer_csum"], outer_csum),
+        }
+        word_bits = pos_bits - 1
+        desc_layout = data.StructLayout({
+            "meta": meta_shape,
+            "patch_en": len(PATCHES),
+            "patch_pos": data.ArrayLayout(word_bits, len(PATCHES)),
+            "patch_val": data.ArrayLayout(16, len(PATCHES)),
+            "skip": 1, "snat": 1, "dnat": 1, "miss": 1,
+        })
+        desc_in = Signal(desc_layout)
+        m.d.comb += [desc_in.meta.eq(s2_meta), desc_in.skip.eq(s2_skip),
+                     desc_in.snat.eq(s2_hit["snat"]), desc_in.dnat.eq(s2_hit["dnat"]),
+                     desc_in.miss.eq(~s2_skip & ~any_hit)]
+        for k, name in enumerate(PATCHES):
+            en, at, value = plist[name]
+            at_sig = Signal(pos_bits, name=f"patch_at_{name}")
+            m.d.comb += [at_sig.eq(at), desc_in.patch_en[k].eq(en),
+                         desc_in.patch_pos[k].eq(at_sig[1:]), desc_in.patch_val[k].eq(value)]
+        with m.If(s2_hit["snat"]):
+            m.d.comb += [desc_in.meta.flow.src_ip.eq(s2_new["src"]),
+                         desc_in.meta.flow.sport.eq(s2_new["sport"])]
+        with m.If(s2_hit["dnat"]):
+            m.d.comb += [desc_in.meta.flow.dst_ip.eq(s2_new["dst"]),
+                         desc_in.meta.flow.dport.eq(s2_new["dport"])]
+        desc_fifo = m.submodules.desc_fifo = fifo.SyncFIFOBuffered(
+            width=desc_layout.size, depth=desc_depth)
+        s3_valid = Signal()
+        s3_desc = Signal(desc_layout)
+        m.d.sync += [s3_valid.eq(s2_valid), s3_desc.eq(desc_in)]
+        m.d.comb += [desc_fifo.w_en.eq(s3_valid), desc_fifo.w_data.eq(s3_desc)]
+
+        # --- output: join beats and descriptors, patch, count -------------------------------
+        desc = desc_layout(desc_fifo.r_data)
+        out_data = data_fifo.r_data[:W]
+        out_keep = data_fifo.r_data[W:W + nbytes]
+        out_last = data_fifo.r_data[W + nbytes]
+        out_tail = data_fifo.r_data[W + nbytes + 1:]
+        out_beat = Signal(beat_bits)
+        patches = [(desc.patch_en[k], desc.patch_pos[k], desc.patch_val[k])
+                   for k in range(len(PATCHES))]
+        patched = patch_beat(m, out_data, out_beat, patches, nbytes, name="out")
+        m.d.comb += [
+            self.o.valid.eq(data_fifo.r_rdy & desc_fifo.r_rdy),
+            self.o.p.data.eq(patched), self.o.p.keep.eq(out_keep), self.o.p.last.eq(out_last),
+            self.o.p.meta.eq(desc.meta),
+        ]
+        with m.If(out_last):
+            for k, f in enumerate(TAIL_FLAGS):
+                m.d.comb += getattr(self.o.p.meta.flags, f).eq(out_tail[k])
+        out_take = self.o.valid & self.o.ready
+        m.d.comb += [data_fifo.r_en.eq(out_take), desc_pop.eq(out_take & out_last),
+                     desc_fifo.r_en.eq(desc_pop)]
+        with m.If(out_take):
+            m.d.sync += out_beat.eq(Mux(out_last, 0,
+                                        Mux(out_beat == beat_max, out_beat, out_beat + 1)))
+        with m.If(desc_pop):
+            m.d.sync += [
+                csr.packets.eq(csr.packets + 1), csr.skipped.eq(csr.skipped + desc.skip),
+                csr.snat_hits.eq(csr.snat_hits + desc.snat),
+                csr.dnat_hits.eq(csr.dnat_hits + desc.dnat),
+                csr.misses.eq(csr.misses + desc.miss),
+            ]
+        return m

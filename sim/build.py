@@ -103,9 +103,10 @@ def _runtime_dir():
     return cache_root() / "sim" / f"_verilator_runtime-{key.hexdigest()[:12]}"
 
 
-def _build(runner, verilog_path, toplevel, build_dir):
+def _build(runner, verilog_path, toplevel, build_dir, run=True):
     """cocotb's Verilator build (its own commands: verilator, then make), with the runtime
-    objects reused between the two."""
+    objects reused between the two. With ``run=False`` the runner only learns the build (its
+    ``test`` needs what ``build`` records) and nothing is executed."""
     commands = []
     execute = runner._execute
     runner._execute = lambda cmds, cwd: commands.extend(cmds)
@@ -114,6 +115,8 @@ def _build(runner, verilog_path, toplevel, build_dir):
                      build_args=VERILATOR_ARGS, always=True, waves=False)
     finally:
         runner._execute = execute
+    if not run:
+        return
     verilate, make = commands
     subprocess.run(verilate, cwd=build_dir, check=True)
     shared = _runtime_dir()
@@ -182,4 +185,6 @@ def build_simulator(verilog_path, toplevel, regmap_path=None, progress=print):
             _build(runner, verilog_path, toplevel, build_dir)
             stamp.write_text(str(verilog_path))
             progress(f"built {toplevel} in {time.monotonic() - t:.1f} s")
+        else:
+            _build(runner, verilog_path, toplevel, build_dir, run=False)
     return Simulator(runner, toplevel, build_dir, regmap_path)

@@ -16,6 +16,7 @@ from ..hw.chain.spec import ChainSpec, Parallel
 from ..hw.nt.task import model_class
 from .nt.checksum import internet_checksum
 from .parser_model import ParserModel
+from .nt.base import light_frames
 from .traffic import random_packets
 
 __all__ = ["ChainModel", "chain_traffic", "retarget"]
@@ -86,13 +87,18 @@ def retarget(frame: bytes, meta, dst_ip: int, dport: int) -> bytes:
 
 def chain_traffic(spec: ChainSpec, n, seed, malformed=0.1, size_dist="mixed",
                   header_bytes=256):
-    """``n`` frames for ``spec``'s tests (see the module docstring)."""
+    """``n`` frames for ``spec``'s tests (see the module docstring); ``size_dist`` is one of
+    :func:`~supernic.sim.traffic.random_packets`' or ``"light"``
+    (:data:`~supernic.sim.nt.base.LIGHT_MIX`)."""
     t = spec.traffic
     rng = random.Random(seed ^ 0x7AFF1C)
     kw = {"flows": t.get("flows", 64)}
     if t.get("kinds"):
         kw["kinds"] = tuple(t["kinds"])
-    frames = [f for _, f in random_packets(n, seed, size_dist, malformed, **kw)]
+    if size_dist == "light":
+        frames = light_frames(random.Random(seed), n, malformed, **kw)
+    else:
+        frames = [f for _, f in random_packets(n, seed, size_dist, malformed, **kw)]
     dsts = [int.from_bytes(bytes(int(x) for x in a.split(".")), "big") for a in t.get("dst", [])]
     ports = t.get("dport", [])
     if not dsts and not ports:

@@ -6,7 +6,7 @@ from ...hw.parser.meta import TOEPLITZ_KEY, L3Kind
 from ..toeplitz import flow_hash_input, toeplitz
 from ..traffic import random_packets
 from .base import TaskModel, exact_size_frames
-from .load_balancer import light_frames
+from .base import light_frames
 
 __all__ = ["FlowMonitorModel", "flow_key", "query_hash"]
 

@@ -12,7 +12,7 @@ from ...hw.nt.load_balancer import LoadBalancerConfig
 from ...hw.parser.meta import L3Kind, L4Kind
 from ..parser_model import ParserModel
 from ..traffic import random_packets
-from .base import TaskModel, exact_size_frames, skips
+from .base import TaskModel, exact_size_frames, light_frames, skips
 from .checksum import checksum_update, udp_checksum_update
 
 __all__ = ["LoadBalancerModel", "rewrite_destination", "strip_udp_checksum", "balanced_layer",
@@ -87,19 +87,6 @@ def strip_udp_checksum(frame, meta):
         outer = meta["l4_off"][0] + 6
         _put(buf, outer, udp_checksum_update(_get(buf, outer), [old], [0]))
     return bytes(buf)
-
-
-def light_frames(rng, n, malformed, **kw):
-    """``n`` random frames from a lighter size mix than "mixed" (90% up to 256 bytes, 9% up to
-    1500, 1% jumbo up to 9000), so 10,000 packets at 64 bits stay quick while large frames are
-    still covered."""
-    frames = []
-    for dist, share in (((60, 256), 0.90), ((257, 1500), 0.09), ((1501, 9000), 0.01)):
-        count = round(n * share) if dist != (60, 256) else n - round(n * 0.09) - round(n * 0.01)
-        frames += [f for _, f in random_packets(count, rng.randrange(2 ** 32), dist, malformed,
-                                                **kw)]
-    rng.shuffle(frames)
-    return frames
 
 
 class LoadBalancerModel(TaskModel):

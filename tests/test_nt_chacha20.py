@@ -137,8 +137,10 @@ def _ip6(**kw):
     (_eth() / Dot1Q(vlan=5) / _ip(options=b"\x01" * 8) / TCP(options=[("NOP", None)] * 8)
      / Raw(b"x" * 70), b"x" * 70),
     (_eth() / _ip6() / TCP() / Raw(b"y" * 300), b"y" * 300),
-    (_eth() / _ip() / UDP(dport=4789) / VXLAN(vni=7) / _eth() / _ip6() / UDP()
-     / Raw(b"z" * 40), b"z" * 40),
+    # Inner ports away from 53: once any test has imported scapy's DNS layer, a UDP port 53
+    # payload (here ciphertext) dissects as DNS and leaves scapy's Raw layer short.
+    (_eth() / _ip() / UDP(dport=4789) / VXLAN(vni=7) / _eth() / _ip6()
+     / UDP(sport=40000, dport=40001) / Raw(b"z" * 40), b"z" * 40),
 ], ids=["ipv4_udp", "vlan_ipv4opt_tcpopt", "ipv6_tcp", "vxlan_inner_ipv6_udp"])
 def test_payload_matches_scapy(frame, payload):
     """The encrypted span is exactly what scapy calls the L4 payload (the innermost one)."""

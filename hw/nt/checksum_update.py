@@ -12,7 +12,7 @@ Each function returns an Amaranth value and adds the signals it needs to ``m.d.c
 of end-around-carry adders is short enough for one cycle at 16 bits.
 """
 
-from amaranth.hdl import Cat, Mux, Signal
+from amaranth.hdl import Mux, Signal
 
 __all__ = ["ones_add", "ones_sum", "checksum_update", "udp_checksum_update", "words16"]
 

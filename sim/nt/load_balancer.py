@@ -11,7 +11,6 @@ import random
 from ...hw.nt.load_balancer import LoadBalancerConfig
 from ...hw.parser.meta import L3Kind, L4Kind
 from ..parser_model import ParserModel
-from ..traffic import random_packets
 from .base import TaskModel, exact_size_frames, light_frames, skips
 from .checksum import checksum_update, udp_checksum_update
 

@@ -7,7 +7,7 @@ directions follow the layout object itself, so the two can never disagree about 
 from amaranth.hdl import Shape
 from amaranth.lib import data
 
-__all__ = ["decode", "encode", "zero"]
+__all__ = ["decode", "encode", "zero", "diff"]
 
 
 def _width(shape):
@@ -45,3 +45,18 @@ def encode(layout, value):
 
 def zero(layout):
     return decode(layout, 0)
+
+
+def diff(want, got, path=""):
+    """``"field: model 0x.. hw 0x.."`` for every leaf where decoded ``got`` differs from
+    ``want`` (nested dicts and lists as :func:`decode` gives them)."""
+    out = []
+    if isinstance(want, dict):
+        for k in want:
+            out += diff(want[k], got[k], f"{path}.{k}" if path else k)
+    elif isinstance(want, list):
+        for i, (a, b) in enumerate(zip(want, got)):
+            out += diff(a, b, f"{path}[{i}]")
+    elif want != got:
+        out.append(f"{path}: model {want:#x} hw {got:#x}")
+    return out

@@ -11,8 +11,8 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from supernic.hw.nt.task import ConfigError
 from supernic.hw.nt.vlan import VlanPop, VlanPopConfig, VlanPush, VlanPushConfig
-from supernic.hw.parser.meta import TAIL_FLAGS
 from supernic.sim.nt.vlan import VlanPopModel, VlanPushModel, light_mix
+from supernic.sim.nt.base import contract_differences as base_contract_differences
 from supernic.sim.parser_model import ParserModel
 from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import PacketSpec, build, random_packets
@@ -20,7 +20,6 @@ from supernic.sim.traffic import PacketSpec, build, random_packets
 PARSER = ParserModel()
 # Not compared: the NT keeps the ingress hash and timestamp and does not drop or mark (rule 4);
 # the tail flags travel from the input's last beat (hw/nt/realign.py).
-KEPT = ("flow_hash", "ts", "drop", "mark")
 
 
 def process(model, frame):
@@ -64,18 +63,7 @@ def rebuilt_by_scapy(frame):
 
 
 def contract_differences(out_frame, out_meta):
-    """Fields where the NT's metadata differs from the parser's on the frame that left."""
-    parsed = PARSER.parse(out_frame)
-    wrong = []
-    for key, want in parsed.items():
-        if key in KEPT:
-            continue
-        if key == "flags":
-            wrong += [f for f, v in want.items()
-                      if f not in TAIL_FLAGS and out_meta["flags"][f] != v]
-        elif out_meta[key] != want:
-            wrong.append(key)
-    return wrong
+    return base_contract_differences(PARSER, out_frame, out_meta)
 
 
 # ---- models -------------------------------------------------------------------------------

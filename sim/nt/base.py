@@ -12,7 +12,7 @@ import copy
 from ..traffic import build, random_packets, random_spec
 
 __all__ = ["TaskModel", "SKIP_FLAGS", "skips", "exact_size_frames", "light_frames",
-           "LIGHT_MIX"]
+           "LIGHT_MIX", "KEPT_FIELDS", "contract_differences"]
 
 #: Parse errors known on the first beat; a packet with one of them is passed unchanged.
 SKIP_FLAGS = ("truncated", "malformed", "runt")
@@ -30,6 +30,27 @@ def exact_size_frames(rng, n, size, kinds=("ipv4_udp", "ipv4_tcp", "ipv6_udp"), 
         if len(frame) == size:
             frames.append(frame)
     return frames
+
+
+#: Contract rule 4: metadata fields an NT keeps from ingress and never recomputes.
+KEPT_FIELDS = ("flow_hash", "ts", "drop", "mark")
+
+
+def contract_differences(parser, out_frame, out_meta):
+    """Contract rule 4: the metadata fields (tail flags and :data:`KEPT_FIELDS` aside) where
+    an NT's output metadata differs from what ``parser`` finds in the frame that left."""
+    from ...hw.parser.meta import TAIL_FLAGS
+    parsed = parser.parse(out_frame)
+    wrong = []
+    for key, want in parsed.items():
+        if key in KEPT_FIELDS:
+            continue
+        if key == "flags":
+            wrong += [f for f, v in want.items()
+                      if f not in TAIL_FLAGS and out_meta["flags"][f] != v]
+        elif out_meta[key] != want:
+            wrong.append(key)
+    return wrong
 
 
 #: A lighter size mix than "mixed": 90% up to 256 bytes, 9% up to 1500, 1% jumbo up to 9000,

@@ -27,9 +27,9 @@ from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.chain_model import ChainModel, chain_traffic
-from supernic.sim.layout_codec import decode
+from supernic.sim.layout_codec import decode, diff as _diff
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.tb.nt_tb import BlockAccess, _diff
+from supernic.sim.tb.nt_tb import BlockAccess
 
 MAX_REPORTED = 5
 

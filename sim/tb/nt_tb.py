@@ -29,7 +29,7 @@ from supernic.hw.nt.task import model_class, task_class
 from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
-from supernic.sim.layout_codec import decode, encode
+from supernic.sim.layout_codec import decode, diff as _diff, encode
 from supernic.sim.parser_model import ParserModel
 
 MAX_REPORTED = 5
@@ -71,19 +71,6 @@ def input_beats(frame, meta, layout, width):
     first, last = encode(layout, head), encode(layout, meta)
     beats = frame_to_beats(frame, width)
     return [(d, k, end, last if end else first) for d, k, end in beats]
-
-
-def _diff(want, got, path=""):
-    out = []
-    if isinstance(want, dict):
-        for k in want:
-            out += _diff(want[k], got[k], f"{path}.{k}" if path else k)
-    elif isinstance(want, list):
-        for i, (a, b) in enumerate(zip(want, got)):
-            out += _diff(a, b, f"{path}[{i}]")
-    elif want != got:
-        out.append(f"{path}: model {want:#x} hw {got:#x}")
-    return out
 
 
 async def _setup(dut):

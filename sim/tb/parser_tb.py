@@ -24,7 +24,7 @@ from supernic.driver.discovery import check_supported, discover, read_register
 from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
-from supernic.sim.layout_codec import decode
+from supernic.sim.layout_codec import decode, diff as _diff
 from supernic.sim.parser_model import ParserModel, is_error
 from supernic.sim.traffic import random_packets, build, random_spec
 
@@ -76,19 +76,6 @@ def _compare(model, layout, frame, keep_error, got_frame, first_user, last_user,
         if first != first_want:
             problems.append(f"first-beat metadata differs: {_diff(first_want, first)}")
     return problems, is_error(want), last
-
-
-def _diff(want, got, path=""):
-    out = []
-    if isinstance(want, dict):
-        for k in want:
-            out += _diff(want[k], got[k], f"{path}.{k}" if path else k)
-    elif isinstance(want, list):
-        for i, (a, b) in enumerate(zip(want, got)):
-            out += _diff(a, b, f"{path}[{i}]")
-    elif want != got:
-        out.append(f"{path}: model {want:#x} hw {got:#x}")
-    return out
 
 
 @cocotb.test()

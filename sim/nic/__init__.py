@@ -1,0 +1,1 @@
+"""Python models of the multi-tenant NIC blocks."""

@@ -1,0 +1,538 @@
+"""The packet store: dispatch to the regions, keep payloads of header-only chains, reattach.
+
+Contract of :class:`PacketStore`:
+
+* ``i`` takes the scheduler's packets, one whole packet after another; ``tag.region`` and
+  ``tag.beats`` are valid on every beat. Region ``r`` gets the whole packet on ``to_region[r]``,
+  or, when ``header_only[r]`` is set on its first beat, only its first ``min(beats, H)`` beats
+  (``H = shape.header_beats``, ``last`` set on the last of them) while the rest, the payload,
+  goes into the central store.
+* Admission is decided on the first beat: a header-only packet needs ``beats - H`` free store
+  beats; if the store has fewer, the whole packet is dropped (no region and no store beat) and
+  counted in ``store_drops`` / ``store_drop_bytes``. A packet whose ``tag.region`` names no
+  region (possible when the region count is not a power of two) is dropped whole and counted
+  in ``misrouted``. Each drop strobes ``drop_valid`` with ``drop_tenant`` for one cycle.
+* ``o`` gives the regions' packets back, round-robin across regions at packet granularity, one
+  beat a cycle: the tag as dispatched comes from a per-region side FIFO kept in dispatch order
+  (a chain is in order and gives one packet out per packet in: NT contract rule 1). For a
+  header-only packet with a payload the region's last beat loses ``last`` and the stored beats
+  follow, with the region's metadata and the tail flags of the original last beat.
+* Header-only chains must keep the header length in whole beats: the payload is appended as
+  it was stored, so the region's last header beat must be full. If it is not (an NT shortened
+  or lengthened the header by a part of a beat), the region's packet leaves as it came, with
+  ``keep_error`` set on its last beat, its stored payload is freed unsent and the packet is
+  counted in ``header_errors``. (The chain builder only marks a chain header-only when every NT
+  in it keeps the length, so this is an error outcome, not a mode.)
+* ``tag.beats`` is trusted for the split but not for the store's safety: a header-only packet
+  longer than its tag says loses the extra beats, one shorter than its header part still
+  ends in the store with an empty beat; both carry ``keep_error`` on their last beat.
+* ``region_free[r]`` is the room in region ``r``'s input buffer in beats and ``region_empty[r]``
+  tells that buffer is empty; both read 0 while the side FIFO (``in_flight`` packets) or the
+  buffer's packet-metadata FIFO is full. The scheduler uses them so that ``i`` rarely waits.
+
+How the store shares one memory: beat slots come from a free list (a circular buffer of slot
+numbers, initialised with every slot); each region's payload beats form a linked list through a
+next-pointer memory, and each packet's first slot travels in its side-FIFO entry, so no slot is
+set aside for any region. The free list's head is read one cycle ahead through a port
+transparent to the frees, so a slot freed into an empty list can be taken the next cycle.
+A next pointer is written when the following beat of the same packet is stored, so a beat is
+*settled* (readable) once its successor is stored or it ends its packet: the reader follows
+``avail[r]``, the settled beats of region ``r``, and may run right behind the writer.
+
+Region time: ``region_busy[r]`` counts the cycles ``to_region[r].valid`` is high and
+``region_cycles[t]`` the same cycles, summed over regions, attributed to the tenant of the packet
+at the region's input: the region time each tenant's packets take, for the fairness figures.
+
+Limits: the free list assumes every slot is free at reset; a reset with packets in the store
+needs the whole design reset (as the NIC does).
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory, MemoryData
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from ..stream import PacketSignature, packet_layout
+from .layout import BEATS_BITS, NicPacketSignature, NicShape, tag_layout
+
+__all__ = ["PacketStore", "MAX_STORE_BEATS"]
+
+MAX_STORE_BEATS = 1 << 16
+
+
+def _check_int(thing, value, low, high):
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{thing} must be an integer from {low} to {high}, not {value!r}")
+    return value
+
+
+def _tail(flags):
+    return Cat(flags.length_error, flags.keep_error)
+
+
+class PacketStore(wiring.Component):
+    """Dispatch to R regions, keep header-only chains' payloads, reattach them; see the module
+    docstring for the contract.
+
+    Parameters
+    ----------
+    shape : NicShape
+    store_beats : int
+        Beats of the shared payload memory (a power of two).
+    region_fifo_beats : int
+        Beats of each region's input buffer.
+    in_flight : int
+        Packets each region may hold (its side FIFO of tags).
+    """
+
+    def __init__(self, shape: NicShape, store_beats: int = 1024, region_fifo_beats: int = 64,
+                 in_flight: int = 64):
+        if not isinstance(shape, NicShape):
+            raise TypeError(f"Packet store shape must be a NicShape, not {shape!r}")
+        if shape.header_beats < 1:
+            raise ValueError(f"Packet store header bytes must cover at least one beat "
+                             f"({shape.beat_bytes} bytes), not {shape.header_bytes!r}")
+        _check_int("Packet store store_beats", store_beats, 2, MAX_STORE_BEATS)
+        if store_beats & (store_beats - 1):
+            raise ValueError(f"Packet store store_beats must be a power of two, "
+                             f"not {store_beats!r}")
+        _check_int("Packet store region_fifo_beats", region_fifo_beats, 2,
+                   (1 << BEATS_BITS) - 1)
+        _check_int("Packet store in_flight", in_flight, 2, 1 << 12)
+        self.shape = shape
+        self.store_beats = store_beats
+        self.region_fifo_beats = region_fifo_beats
+        self.in_flight = in_flight
+        self.slot_bits = exact_log2(store_beats)
+        w, bb, regions = shape.data_width, shape.beat_bytes, shape.regions
+        # One stored payload beat; ``end`` marks the packet's last, ``tail`` its tail flags.
+        self.word_layout = data.StructLayout({"data": w, "keep": bb, "end": 1, "tail": 2})
+        self.side_layout = data.StructLayout({
+            "tag": tag_layout(shape), "payload": 1, "first_slot": self.slot_bits})
+        self.payload_data = MemoryData(shape=self.word_layout, depth=store_beats, init=[])
+        self.next_data = MemoryData(shape=self.slot_bits, depth=store_beats, init=[])
+        self.free_data = MemoryData(shape=self.slot_bits, depth=store_beats,
+                                    init=range(store_beats))
+        region_sig = PacketSignature(w, shape.meta_layout)
+        super().__init__({
+            "i": In(NicPacketSignature(shape)),
+            "header_only": In(regions),
+            "to_region": Out(region_sig).array(regions),
+            "from_region": In(region_sig).array(regions),
+            "o": Out(NicPacketSignature(shape)),
+            "region_free": Out(data.ArrayLayout(BEATS_BITS, regions)),
+            "region_empty": Out(regions),
+            "region_cycles": Out(data.ArrayLayout(64, shape.tenants)),
+            "region_busy": Out(data.ArrayLayout(64, regions)),
+            "region_in_flight": Out(data.ArrayLayout(range(in_flight + 1), regions)),
+            "store_used": Out(range(store_beats + 1)),
+            "store_peak": Out(range(store_beats + 1)),
+            "store_drops": Out(64),
+            "store_drop_bytes": Out(64),
+            "header_errors": Out(64),
+            "misrouted": Out(64),
+            "drop_valid": Out(1),
+            "drop_tenant": Out(shape.tenant_bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        shape = self.shape
+        w, bb, n_regions, hbeats = (shape.data_width, shape.beat_bytes, shape.regions,
+                                    shape.header_beats)
+        n_slots, slot_bits = self.store_beats, self.slot_bits
+        hdr_layout = shape.meta_layout
+        beat_layout = data.StructLayout({"data": w, "keep": bb, "last": 1, "tail": 2})
+        meta_entry = data.StructLayout({"hdr": hdr_layout, "tenant": shape.tenant_bits})
+
+        # Per region: its input buffer (beats, and one metadata entry per packet, so the wide
+        # metadata is not stored per beat) and its side FIFO of tags in dispatch order.
+        beat_q, meta_q, side_q = [], [], []
+        meta_depth = min(self.in_flight, self.region_fifo_beats)
+        for r in range(n_regions):
+            bq = SyncFIFOBuffered(width=beat_layout.size, depth=self.region_fifo_beats)
+            mq = SyncFIFOBuffered(width=meta_entry.size, depth=meta_depth)
+            sq = SyncFIFOBuffered(width=self.side_layout.size, depth=self.in_flight)
+            m.submodules[f"beats{r}"], m.submodules[f"meta{r}"] = bq, mq
+            m.submodules[f"side{r}"] = sq
+            beat_q.append(bq)
+            meta_q.append(mq)
+            side_q.append(sq)
+
+        m.submodules.payload_mem = payload_mem = Memory(data=self.payload_data)
+        m.submodules.next_mem = next_mem = Memory(data=self.next_data)
+        m.submodules.free_mem = free_mem = Memory(data=self.free_data)
+        pay_w = payload_mem.write_port()
+        pay_r = payload_mem.read_port()
+        next_w = next_mem.write_port()
+        next_r = next_mem.read_port()
+        free_w = free_mem.write_port()
+        free_r = free_mem.read_port(transparent_for=(free_w,))
+
+        # --- Free list -------------------------------------------------------------------
+        free_count = Signal(range(n_slots + 1), init=n_slots)
+        free_rd = Signal(slot_bits)
+        free_wr = Signal(slot_bits)
+        pop = Signal()    # the writer takes the head slot
+        push = Signal()   # the reader frees a slot
+        freed_slot = Signal(slot_bits)
+        free_head = Signal(slot_bits)
+        m.d.comb += [
+            free_r.addr.eq(free_rd + pop),
+            free_head.eq(free_r.data),
+            free_w.addr.eq(free_wr),
+            free_w.data.eq(freed_slot),
+            free_w.en.eq(push),
+        ]
+        m.d.sync += [
+            free_rd.eq(free_rd + pop),
+            free_wr.eq(free_wr + push),
+            free_count.eq(free_count - pop + push),
+        ]
+        used = Signal(range(n_slots + 1))
+        m.d.comb += [used.eq(n_slots - free_count), self.store_used.eq(used)]
+        with m.If(used > self.store_peak):
+            m.d.sync += self.store_peak.eq(used)
+
+        # --- Input side: dispatch, admission, payload writes -----------------------------
+        tag = self.i.p.meta.tag
+        in_hdr = self.i.p.meta.hdr
+        first = Signal(init=1)
+        pkt_region = Signal(shape.region_bits)
+        pkt_header_only = Signal()
+        pkt_drop = Signal()
+        pkt_misrouted = Signal()
+        pkt_left = Signal(BEATS_BITS)          # payload beats still to store
+        pkt_index = Signal(range(hbeats + 1))  # beats taken, saturating at H
+        prev_valid = Signal()                  # a payload beat of this packet was stored...
+        prev_slot = Signal(slot_bits)          # ... here; its next pointer is still unwritten
+
+        region = Signal(shape.region_bits)
+        header_only = Signal()
+        drop = Signal()
+        misrouted = Signal()
+        left = Signal(BEATS_BITS)
+        index = Signal(range(hbeats + 1))
+        has_payload = Signal()
+        declared = Signal(BEATS_BITS)
+        # A region index past the last region reads header_only 0 (it is dropped anyway).
+        header_only_bits = Cat(self.header_only, Const(0, (1 << shape.region_bits) - n_regions))
+        m.d.comb += [
+            misrouted.eq(tag.region >= n_regions),
+            has_payload.eq(header_only_bits.bit_select(tag.region, 1) & (tag.beats > hbeats)),
+            declared.eq(tag.beats - hbeats),
+        ]
+        with m.If(first):
+            m.d.comb += [
+                region.eq(tag.region),
+                header_only.eq(header_only_bits.bit_select(tag.region, 1)),
+                drop.eq(misrouted | (has_payload & (declared > free_count))),
+                left.eq(Mux(has_payload, declared, 0)),
+                index.eq(0),
+            ]
+        with m.Else():
+            m.d.comb += [
+                region.eq(pkt_region),
+                header_only.eq(pkt_header_only),
+                drop.eq(pkt_drop),
+                left.eq(pkt_left),
+                index.eq(pkt_index),
+            ]
+
+        in_header = Signal()      # the beat belongs to the region
+        to_store = Signal()       # a payload beat with room reserved for it
+        ends_early = Signal()     # the packet ends inside its header part but declared a payload
+        at_header_end = Signal()
+        m.d.comb += [
+            in_header.eq(~drop & (~header_only | (index < hbeats))),
+            at_header_end.eq(header_only & (index == hbeats - 1)),
+            to_store.eq(~drop & header_only & (index >= hbeats) & (left != 0)),
+            ends_early.eq(in_header & self.i.p.last & (left != 0)),
+        ]
+
+        beat_w_rdy = Array(Signal(name=f"beat_w_rdy{r}") for r in range(n_regions))
+        meta_w_rdy = Array(Signal(name=f"meta_w_rdy{r}") for r in range(n_regions))
+        side_w_rdy = Array(Signal(name=f"side_w_rdy{r}") for r in range(n_regions))
+        for r in range(n_regions):
+            m.d.comb += [beat_w_rdy[r].eq(beat_q[r].w_rdy), meta_w_rdy[r].eq(meta_q[r].w_rdy),
+                         side_w_rdy[r].eq(side_q[r].w_rdy)]
+        with m.If(drop):
+            m.d.comb += self.i.ready.eq(1)
+        with m.Elif(first):
+            m.d.comb += self.i.ready.eq(beat_w_rdy[region] & meta_w_rdy[region]
+                                        & side_w_rdy[region])
+        with m.Elif(in_header):
+            m.d.comb += self.i.ready.eq(beat_w_rdy[region])
+        with m.Else():
+            m.d.comb += self.i.ready.eq(1)
+        take = Signal()
+        m.d.comb += take.eq(self.i.valid & self.i.ready)
+
+        # Beats to the region: the header part gets ``last`` forced on its H-th beat; a
+        # packet longer than its tag says (nothing declared beyond the header) is cut there.
+        in_tail = _tail(in_hdr.flags)
+        region_beat = Signal(beat_layout)
+        cut = Signal()
+        m.d.comb += [
+            cut.eq(at_header_end & ~self.i.p.last & (left == 0)),
+            region_beat.data.eq(self.i.p.data),
+            region_beat.keep.eq(self.i.p.keep),
+            region_beat.last.eq(self.i.p.last | at_header_end),
+            region_beat.tail.eq(in_tail | Cat(Const(0, 1), cut)),
+        ]
+        side_entry = Signal(self.side_layout)
+        meta_word = Signal(meta_entry)
+        m.d.comb += [
+            side_entry.tag.eq(tag),
+            side_entry.payload.eq(left != 0),
+            side_entry.first_slot.eq(free_head),
+            meta_word.hdr.eq(in_hdr),
+            meta_word.tenant.eq(tag.tenant),
+        ]
+        for r in range(n_regions):
+            mine = take & ~drop & (region == r)
+            m.d.comb += [
+                beat_q[r].w_data.eq(region_beat),
+                beat_q[r].w_en.eq(mine & in_header),
+                meta_q[r].w_data.eq(meta_word),
+                meta_q[r].w_en.eq(mine & first),
+                side_q[r].w_data.eq(side_entry),
+                side_q[r].w_en.eq(mine & first),
+            ]
+
+        # Payload beats to the store. The last one ends the packet: the real last beat, or
+        # the last declared one (the rest is cut), or an empty beat for a packet that ended
+        # inside its header part, so every side entry with a payload finds an end.
+        store_write = Signal()
+        word = Signal(self.word_layout)
+        word_end = Signal()
+        m.d.comb += [
+            store_write.eq(take & (to_store | ends_early)),
+            word_end.eq(ends_early | self.i.p.last | (left == 1)),
+            word.data.eq(self.i.p.data),
+            word.keep.eq(Mux(ends_early, 0, self.i.p.keep)),
+            word.end.eq(word_end),
+            word.tail.eq(Mux(self.i.p.last, in_tail, 0)
+                         | Cat(Const(0, 1), ends_early | (word_end & ~self.i.p.last))),
+            pop.eq(store_write),
+            pay_w.addr.eq(free_head),
+            pay_w.data.eq(word),
+            pay_w.en.eq(store_write),
+            next_w.addr.eq(prev_slot),
+            next_w.data.eq(free_head),
+            next_w.en.eq(store_write & prev_valid),
+        ]
+        settled = Signal(2)   # beats of ``region`` that became readable this cycle
+        m.d.comb += settled.eq(Mux(store_write, prev_valid + word_end, 0))
+
+        with m.If(take):
+            m.d.sync += [
+                first.eq(self.i.p.last),
+                pkt_region.eq(region),
+                pkt_header_only.eq(header_only),
+                pkt_drop.eq(drop),
+                pkt_left.eq(left - to_store),
+                pkt_index.eq(Mux(index == hbeats, hbeats, index + 1)),
+            ]
+            with m.If(first):
+                m.d.sync += pkt_misrouted.eq(misrouted)
+            with m.If(store_write):
+                m.d.sync += [prev_valid.eq(~word_end), prev_slot.eq(free_head)]
+            with m.Elif(first):
+                m.d.sync += prev_valid.eq(0)
+
+        # Whole-packet drops, counted on the last beat.
+        is_misrouted = Signal()
+        m.d.comb += is_misrouted.eq(Mux(first, misrouted, pkt_misrouted))
+        keep_bytes = Signal(range(bb + 1))
+        m.d.comb += keep_bytes.eq(sum(self.i.p.keep))
+        drop_tenant = Signal(shape.tenant_bits)
+        with m.If(take & drop):
+            with m.If(~is_misrouted):
+                m.d.sync += self.store_drop_bytes.eq(self.store_drop_bytes + keep_bytes)
+            with m.If(self.i.p.last):
+                with m.If(is_misrouted):
+                    m.d.sync += self.misrouted.eq(self.misrouted + 1)
+                with m.Else():
+                    m.d.sync += self.store_drops.eq(self.store_drops + 1)
+                m.d.sync += [self.drop_valid.eq(1), drop_tenant.eq(tag.tenant)]
+            with m.Else():
+                m.d.sync += self.drop_valid.eq(0)
+        with m.Else():
+            m.d.sync += self.drop_valid.eq(0)
+        m.d.comb += self.drop_tenant.eq(drop_tenant)
+
+        # --- Region inputs, occupancy and region time -------------------------------------
+        head_tenant = []
+        for r in range(n_regions):
+            bq, mq, sq = beat_q[r], meta_q[r], side_q[r]
+            port = self.to_region[r]
+            beat = beat_layout(bq.r_data)
+            entry = meta_entry(mq.r_data)
+            meta = Signal(hdr_layout, name=f"to_region_meta{r}")
+            m.d.comb += [
+                meta.eq(entry.hdr),
+                meta.flags.length_error.eq(beat.tail[0]),
+                meta.flags.keep_error.eq(beat.tail[1]),
+                port.valid.eq(bq.r_rdy & mq.r_rdy),
+                port.p.data.eq(beat.data),
+                port.p.keep.eq(beat.keep),
+                port.p.last.eq(beat.last),
+                port.p.meta.eq(meta),
+                bq.r_en.eq(port.valid & port.ready),
+                mq.r_en.eq(port.valid & port.ready & beat.last),
+            ]
+            head_tenant.append(entry.tenant)
+            open_ = Signal(name=f"region_open{r}")
+            m.d.comb += [
+                open_.eq(sq.w_rdy & mq.w_rdy),
+                self.region_free[r].eq(Mux(open_, self.region_fifo_beats - bq.level, 0)),
+                self.region_empty[r].eq(open_ & (bq.level == 0)),
+                self.region_in_flight[r].eq(sq.level),
+            ]
+            m.d.sync += self.region_busy[r].eq(self.region_busy[r] + port.valid)
+        for t in range(shape.tenants):
+            at_input = Cat(self.to_region[r].valid & (head_tenant[r] == t)
+                           for r in range(n_regions))
+            count = Signal(range(n_regions + 1), name=f"tenant_busy{t}")
+            m.d.comb += count.eq(sum(at_input))
+            m.d.sync += self.region_cycles[t].eq(self.region_cycles[t] + count)
+
+        # --- Output side: round-robin over regions, tag restore, payload reattach ---------
+        cur = Signal(range(n_regions))   # the region being served (or the next candidate)
+        busy = Signal()                  # a beat of the current packet has left
+        in_payload = Signal()            # sending the stored payload
+        in_drain = Signal()              # freeing the payload of a packet that ended early
+        have_word = Signal()             # pay_r.data holds a word of the current packet
+        started = Signal()               # the current packet's payload reads have begun
+        more = Signal()                  # (not have_word) the last word taken was not its end
+        next_addr = Signal(slot_bits)    # (not have_word) where the next word is
+        word_slot = Signal(slot_bits)    # the slot of the word in pay_r.data
+        hdr_reg = Signal(hdr_layout)     # the region's metadata, for the payload beats
+
+        req = [Signal(name=f"req{r}") for r in range(n_regions)]
+        for r in range(n_regions):
+            m.d.comb += req[r].eq(self.from_region[r].valid & side_q[r].r_rdy)
+
+        sel = Signal(packet_layout(w, hdr_layout))
+        sel_valid = Signal()
+        side = Signal(self.side_layout)
+        side_rdy = Signal()
+        avail = [Signal(range(n_slots + 1), name=f"avail{r}") for r in range(n_regions)]
+        avail_any = Signal()
+        grant = Signal(range(n_regions))
+        grant_any = Signal()
+        with m.Switch(cur):
+            for c in range(n_regions):
+                with m.Case(c):
+                    m.d.comb += [
+                        sel.eq(self.from_region[c].p),
+                        sel_valid.eq(self.from_region[c].valid),
+                        side.eq(side_q[c].r_data),
+                        side_rdy.eq(side_q[c].r_rdy),
+                        avail_any.eq(avail[c] != 0),
+                    ]
+                    # Round robin: the first other region after ``c`` with a packet waiting.
+                    order = [(c + k) % n_regions for k in range(1, n_regions)]
+                    if order:
+                        with m.If(req[order[0]]):
+                            m.d.comb += [grant.eq(order[0]), grant_any.eq(1)]
+                        for r in order[1:]:
+                            with m.Elif(req[r]):
+                                m.d.comb += [grant.eq(r), grant_any.eq(1)]
+
+        stored = self.word_layout(pay_r.data)
+        in_header_phase = Signal()
+        req_cur = Signal()
+        keep_full = Signal()
+        header_error = Signal()
+        out_last = Signal()
+        m.d.comb += [
+            in_header_phase.eq(~in_payload & ~in_drain),
+            req_cur.eq(sel_valid & side_rdy),
+            keep_full.eq(sel.keep.all()),
+            header_error.eq(sel.last & side.payload & ~keep_full),
+            out_last.eq(sel.last & ~(side.payload & keep_full)),
+        ]
+        out_hdr = Signal(hdr_layout)
+        consume = Signal()
+        with m.If(in_header_phase):
+            m.d.comb += [
+                self.o.valid.eq(req_cur),
+                self.o.p.data.eq(sel.data),
+                self.o.p.keep.eq(sel.keep),
+                self.o.p.last.eq(out_last),
+                out_hdr.eq(sel.meta),
+                out_hdr.flags.length_error.eq(out_last & sel.meta.flags.length_error),
+                out_hdr.flags.keep_error.eq(out_last & (sel.meta.flags.keep_error
+                                                        | header_error)),
+            ]
+        with m.Else():
+            m.d.comb += [
+                self.o.valid.eq(in_payload & have_word),
+                self.o.p.data.eq(stored.data),
+                self.o.p.keep.eq(stored.keep),
+                self.o.p.last.eq(stored.end),
+                out_hdr.eq(hdr_reg),
+                out_hdr.flags.length_error.eq(stored.end & stored.tail[0]),
+                out_hdr.flags.keep_error.eq(stored.end & stored.tail[1]),
+                consume.eq(have_word & (in_drain | self.o.ready)),
+            ]
+        m.d.comb += [self.o.p.meta.hdr.eq(out_hdr), self.o.p.meta.tag.eq(side.tag)]
+        for r in range(n_regions):
+            m.d.comb += self.from_region[r].ready.eq(
+                in_header_phase & (cur == r) & side_rdy & self.o.ready)
+
+        header_take = Signal()
+        packet_done = Signal()
+        m.d.comb += [
+            header_take.eq(in_header_phase & req_cur & self.o.ready),
+            # A packet whose header came back the wrong length has left on ``o`` but still
+            # holds its side entry until its payload is drained.
+            packet_done.eq((header_take & sel.last & ~side.payload) | (consume & stored.end)),
+        ]
+        with m.If(header_take):
+            m.d.sync += busy.eq(1)
+            with m.If(sel.last & side.payload):
+                m.d.sync += hdr_reg.eq(sel.meta)
+                with m.If(keep_full):
+                    m.d.sync += in_payload.eq(1)
+                with m.Else():
+                    m.d.sync += [in_drain.eq(1), self.header_errors.eq(self.header_errors + 1)]
+        with m.If(packet_done):
+            m.d.sync += [busy.eq(0), in_payload.eq(0), in_drain.eq(0), started.eq(0)]
+        with m.If(grant_any & (packet_done | (~busy & in_header_phase & ~req_cur))):
+            m.d.sync += cur.eq(grant)
+        for r in range(n_regions):
+            m.d.comb += side_q[r].r_en.eq(packet_done & (cur == r))
+
+        # Payload reads: one word ahead, from the packet's first slot along the next pointers,
+        # only over settled beats. Prefetch starts once the packet is committed (its first
+        # header beat is valid, and valid holds), so the payload follows the header gaplessly.
+        committed = Signal()
+        more_to_read = Signal()
+        issue = Signal()
+        read_addr = Signal(slot_bits)
+        m.d.comb += [
+            committed.eq(busy | req_cur),
+            more_to_read.eq(Mux(started, Mux(have_word, ~stored.end, more),
+                                side.payload & side_rdy)),
+            issue.eq(committed & more_to_read & (~have_word | consume) & avail_any),
+            read_addr.eq(Mux(started, Mux(have_word, next_r.data, next_addr), side.first_slot)),
+            pay_r.addr.eq(read_addr),
+            pay_r.en.eq(issue),
+            next_r.addr.eq(read_addr),
+            next_r.en.eq(issue),
+            push.eq(consume),
+            freed_slot.eq(word_slot),
+        ]
+        with m.If(issue):
+            m.d.sync += [have_word.eq(1), started.eq(1), word_slot.eq(read_addr)]
+        with m.Elif(consume):
+            m.d.sync += [have_word.eq(0), next_addr.eq(next_r.data), more.eq(~stored.end)]
+        for r in range(n_regions):
+            m.d.sync += avail[r].eq(avail[r] + Mux(region == r, settled, 0)
+                                    - (issue & (cur == r)))
+        return m

@@ -16,6 +16,19 @@ Example (``chains/default.toml``)::
 
 Each named chain is emitted as its own single-tenant design (``<name>_<tenant>.v``, see
 :mod:`supernic.hw.chain.top`) beside the top level.
+
+A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.nic.top`)::
+
+    [nic]
+    tenants = 4            # tenants the classifier, queues and scheduler serve
+    ports = 2              # ingress ports, each with its own parser and classifier
+    regions = [["web", "metered"], ["secure"]]   # per region: the chain personalities it can
+                                                 # load (names or paths, as for [chains])
+    queue_beats = 256      # per tenant and port
+    store_beats = 1024     # the central packet store, shared by the regions
+    policies = ["drf", "rr", "drr", "fifo"]      # schedulers built in; the first runs at reset
+
+Without it the top level is the parser alone (:mod:`supernic.hw.top`).
 """
 
 import hashlib
@@ -40,6 +53,14 @@ class DesignConfig:
     header_bytes: int = 256
     walk_steps: int = 11
     chains: tuple = ()
+    tenants: int = 4
+    ports: int = 2
+    regions: tuple = ()
+    queue_beats: int = 256
+    store_beats: int = 1024
+    classifier_entries: int = 16
+    table_size: int = 16
+    policies: tuple = ("drf", "rr", "drr", "fifo")
     # Where relative chain paths are looked up; not part of the build identity.
     config_dir: str = field(default="", compare=False)
 
@@ -67,12 +88,53 @@ class DesignConfig:
             raise ConfigError(f"chains.specs must be a list of chain names or paths, "
                               f"not {self.chains!r}")
 
+        if isinstance(self.regions, list):
+            object.__setattr__(self, "regions", tuple(
+                tuple(r) if isinstance(r, list) else r for r in self.regions))
+        if not isinstance(self.regions, tuple) or not all(
+                isinstance(r, tuple) and r and all(isinstance(c, str) and c for c in r)
+                for r in self.regions):
+            raise ConfigError(f"nic.regions must be a list of regions, each a non-empty list "
+                              f"of chain names or paths, not {self.regions!r}")
+        if isinstance(self.policies, list):
+            object.__setattr__(self, "policies", tuple(self.policies))
+        known = ("drf", "rr", "drr", "fifo")
+        if (not isinstance(self.policies, tuple) or not self.policies
+                or any(p not in known for p in self.policies)
+                or len(set(self.policies)) != len(self.policies)):
+            raise ConfigError(f"nic.policies must be a non-empty list of distinct names from "
+                              f"{list(known)}, not {self.policies!r}")
+        for name, low, high in (("tenants", 1, 16), ("ports", 1, 4), ("queue_beats", 16, 65536),
+                                ("store_beats", 16, 1 << 20), ("classifier_entries", 1, 256),
+                                ("table_size", 1, 256)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise ConfigError(f"nic.{name} must be an integer from {low} to {high}, "
+                                  f"not {value!r}")
+        if self.regions and len(self.regions) > 16:
+            raise ConfigError(f"nic.regions must list at most 16 regions, not "
+                              f"{len(self.regions)}")
+        if self.table_size & (self.table_size - 1):
+            raise ConfigError(f"nic.table_size must be a power of two, not {self.table_size!r}")
+
+    @property
+    def is_nic(self):
+        """Whether the top level is the multi-tenant NIC (a ``[nic]`` section with regions)."""
+        return bool(self.regions)
+
     def chain_paths(self):
         """The chain specification files, resolved (see the module docstring)."""
+        return self._resolve(self.chains)
+
+    def region_paths(self):
+        """Per region, the specification files of its personalities."""
+        return [self._resolve(r) for r in self.regions]
+
+    def _resolve(self, names):
         from importlib.resources import files
         shipped = Path(str(files("supernic.chains")))
         out = []
-        for name in self.chains:
+        for name in names:
             candidates = [Path(self.config_dir or ".") / name, shipped / name,
                           shipped / f"{name}.toml"]
             for path in candidates:
@@ -98,7 +160,9 @@ class DesignConfig:
 
 
 _KNOWN = {"design": {"name", "data_width"}, "parser": {"header_bytes", "walk_steps"},
-          "chains": {"specs"}}
+          "chains": {"specs"},
+          "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
+                  "classifier_entries", "table_size", "policies"}}
 _RENAMED = {"specs": "chains"}
 
 

@@ -6,27 +6,45 @@ from pathlib import Path
 
 from .config import DesignConfig
 from .parser.meta import meta_layout
-from .top import SuperNicTop, register_map
+from .top import ParserTop
 
-__all__ = ["generate_verilog", "write_design", "design_description"]
+__all__ = ["generate_verilog", "write_design", "design_description", "top_component"]
 
 
-def generate_verilog(config: DesignConfig) -> str:
+def top_component(config: DesignConfig):
+    """The top level a configuration describes: the multi-tenant NIC if it has a ``[nic]``
+    section with regions, else the parser alone."""
+    if config.is_nic:
+        from .nic.top import MultiTenantNic
+        return MultiTenantNic(config)
+    return ParserTop(config)
+
+
+def generate_verilog(config: DesignConfig, top=None) -> str:
     # The built-in Yosys makes the output the same on every machine (toolchain notes).
     os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
     from amaranth.back import verilog
-    return verilog.convert(SuperNicTop(config), name=config.name, emit_src=False)
+    return verilog.convert(top or top_component(config), name=config.name, emit_src=False)
 
 
-def design_description(config: DesignConfig):
-    return {
+def design_description(config: DesignConfig, top=None):
+    top = top or top_component(config)
+    out = {
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__
                    if k != "config_dir"},
         "build_id": config.build_id,
         "top": config.name,
         "meta_width": meta_layout(config.header_bytes).size,
-        "registers": register_map(config).to_json(),
+        "registers": top.regmap.to_json(),
     }
+    if config.is_nic:
+        out["user_width"] = top.user_layout.size
+        out["regions"] = [[{"name": s.name, "source": s.source, "header_only": s.header_only,
+                            "keys": s.keys,
+                            "cycles_per_beat": s.cycles_per_beat(config.data_width),
+                            "nodes": [{"name": n.name, "nt": n.kind} for n in s.node_list()]}
+                           for s in specs] for specs in top.personalities]
+    return out
 
 
 def _write(path, text):
@@ -34,10 +52,12 @@ def _write(path, text):
         path.write_text(text)  # unchanged files keep their time: no needless rebuilds
 
 
-def write_design(config: DesignConfig, out_dir, progress=None) -> dict:
+def write_design(config: DesignConfig, out_dir, progress=None, personalities=False) -> dict:
     """Write ``<name>.v`` and ``<name>.regmap.json`` into ``out_dir``, and for every chain the
     configuration names ``<name>_<tenant>.v`` and its map; return the paths (chains under
-    ``"chains"``, by tenant)."""
+    ``"chains"``, by tenant). With ``personalities`` (a NIC design), also each region
+    personality as a stand-alone module ``<name>_personality_<chain>.v`` for a vendor
+    partial-reconfiguration flow (under ``"personalities"``)."""
     from amaranth.back import verilog
     from .chain.spec import load_chain
     from .chain.top import ChainTop
@@ -47,9 +67,22 @@ def write_design(config: DesignConfig, out_dir, progress=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     verilog_path = out / f"{config.name}.v"
     regmap_path = out / f"{config.name}.regmap.json"
-    _write(verilog_path, generate_verilog(config))
-    regmap_path.write_text(json.dumps(design_description(config), indent=2) + "\n")
-    paths = {"verilog": verilog_path, "regmap": regmap_path, "chains": {}}
+    top = top_component(config)
+    _write(verilog_path, generate_verilog(config, top))
+    regmap_path.write_text(json.dumps(design_description(config, top), indent=2) + "\n")
+    paths = {"verilog": verilog_path, "regmap": regmap_path, "chains": {},
+             "personalities": {}}
+    if personalities and config.is_nic:
+        from .nic.region import Personality
+        from .nic.top import nic_shape
+        shape = nic_shape(config)
+        for spec in {s.name: s for specs in top.personalities for s in specs}.values():
+            if progress:
+                progress(f"generating personality {spec.name}...")
+            name = f"{config.name}_personality_{spec.name}"
+            v = out / f"{name}.v"
+            _write(v, verilog.convert(Personality(shape, spec), name=name, emit_src=False))
+            paths["personalities"][spec.name] = v
     for spec in specs:
         if progress:
             progress(f"generating chain {spec.name}...")

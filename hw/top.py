@@ -1,4 +1,7 @@
-"""The generated top level: AXI4-Stream in, parser, AXI4-Stream out, AXI4-Lite registers.
+"""The parser-only top level: AXI4-Stream in, parser, AXI4-Stream out, AXI4-Lite registers.
+
+This is what a configuration without a ``[nic]`` section builds (the parser benchmark and
+tests use it); the multi-tenant NIC is :mod:`supernic.hw.nic.top`.
 
 Register blocks, in list order (each starts with type, version, next):
 
@@ -20,7 +23,7 @@ from .csr.registers import R, Register, RegisterBlock, RegisterMap
 from .parser.meta import meta_layout
 from .parser.parser import HeaderParser
 
-__all__ = ["SuperNicTop", "register_map", "id_block", "parser_block", "drive_id_and_parser",
+__all__ = ["ParserTop", "register_map", "id_block", "parser_block", "drive_id_and_parser",
            "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION", "CSR_ADDR_WIDTH"]
 
 ID_TYPE = 0x534E4943      # 'SNIC'
@@ -62,7 +65,7 @@ def drive_id_and_parser(m, csr, config, parser):
     ]
 
 
-class SuperNicTop(wiring.Component):
+class ParserTop(wiring.Component):
     def __init__(self, config: DesignConfig):
         self.config = config
         self.meta_layout = meta_layout(config.header_bytes)

@@ -90,6 +90,8 @@ def _harness_show(result, console):
 
 
 from .bench_nt import nt_bench, nt_show  # noqa: E402
+from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
+                        scaling_bench, scaling_show)
 
 BENCHMARKS = {
     "parser": Benchmark(
@@ -101,6 +103,16 @@ BENCHMARKS = {
     "nt": Benchmark(
         "beats/cycle and latency of every NT and example chain under saturation, 64 B and "
         "1500 B, 64 and 512 bits, vs a FIFO / parser-only baseline", nt_bench, nt_show),
+    "fairness": Benchmark(
+        "Jain's index over weighted dominant shares of four backlogged tenants (64 B flood, "
+        "1500 B bulk, compute-heavy chain, light) under DRF and the FIFO, RR and DRR "
+        "baselines, each tenant against its DRF ideal", fairness_bench, fairness_show),
+    "scaling": Benchmark(
+        "throughput of 1 to 4 instances of a region-bound chain vs one instance; "
+        "reconfiguration and scale-out reaction in cycles", scaling_bench, scaling_show),
+    "latency": Benchmark(
+        "cycles the classifier, queues, scheduler, store and egress add to a 3-NT chain at "
+        "512 bits, vs the chain alone behind its parser", latency_bench, latency_show),
 }
 
 

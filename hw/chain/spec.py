@@ -115,6 +115,19 @@ class ChainSpec:
         nodes = self.node_list()
         return Scope.PACKET if any(n.task.scope is Scope.PACKET for n in nodes) else Scope.HEADER
 
+    def cycles_per_beat(self, data_width):
+        """Region cycles per beat at saturation: the slowest NT's (stages run back to back)."""
+        return max([n.task.cycles_per_beat(data_width, n.params) for n in self.node_list()]
+                   or [1.0])
+
+    @property
+    def header_only(self):
+        """Whether the NIC may give this chain only the header beats (the payload waits in
+        the packet store): not ``mode = "packet"``, and every NT is header-scope and does not
+        need the whole frame (see :mod:`supernic.hw.nt.task`)."""
+        return self.mode != "packet" and all(
+            n.task.scope is Scope.HEADER and not n.task.needs_frame for n in self.node_list())
+
 
 def load_chain(path):
     path = Path(path)
@@ -325,7 +338,7 @@ def _check_acyclic(nodes, succ, fail):
 def _check_payload_rules(spec, fail):
     if spec.mode == "header":
         for n in spec.node_list():
-            if n.task.scope is Scope.PACKET:
+            if n.task.scope is Scope.PACKET or n.task.needs_frame:
                 fail(f"node {n.name!r} ({n.kind}) needs the whole packet, but tenant.mode is "
                      f"'header' (the payload waits in the packet store)")
     for path in spec.paths():

@@ -106,14 +106,25 @@ class RegisterFile(wiring.Component):
         w_mask = Signal(32)
         m.d.comb += w_mask.eq(Cat(w_strb[lane].replicate(8) for lane in range(4)))
 
-        with m.If(aw_full & w_full & ~bus.bvalid):
+        # Each word decodes its own hit. One switch over every word assigning every field
+        # would make the generated Verilog grow as fields x words (megabytes for a NIC with
+        # a few thousand words): every field's process would repeat the whole case list.
+        write = Signal()
+        m.d.comb += write.eq(aw_full & w_full & ~bus.bvalid)
+        with m.If(write):
             m.d.sync += [aw_full.eq(0), w_full.eq(0), bus.bvalid.eq(1)]
             with m.Switch(aw_word):
                 for word in words.values():
                     with m.Case(word.address >> 2):
-                        self._write_word(m, word, w_data, w_strb, w_mask)
+                        # Header words and R registers are read-only: refuse, change nothing.
+                        m.d.sync += bus.bresp.eq(AxiResp.OKAY if word.access in (RW, W1P)
+                                                 else AxiResp.SLVERR)
                 with m.Default():
                     m.d.sync += bus.bresp.eq(AxiResp.DECERR)
+        for word in words.values():
+            if word.access in (RW, W1P):
+                with m.If(write & (aw_word == word.address >> 2)):
+                    self._write_word(m, word, w_data, w_strb, w_mask)
 
         # Read path.
         ar_full = Signal()
@@ -139,21 +150,17 @@ class RegisterFile(wiring.Component):
                     with m.Case(word.address >> 2):
                         m.d.sync += [bus.rdata.eq(self._read_value(word, shadows)),
                                      bus.rresp.eq(AxiResp.OKAY)]
-                        if word.latch:
-                            port = self.field(word.block, word.register)
-                            m.d.sync += shadows[(word.block, word.register)].eq(port[32:])
                 with m.Default():
                     m.d.sync += [bus.rdata.eq(0), bus.rresp.eq(AxiResp.DECERR)]
+        for word in words.values():
+            if word.latch:
+                port = self.field(word.block, word.register)
+                with m.If(ar_full & (ar_word == word.address >> 2)):
+                    m.d.sync += shadows[(word.block, word.register)].eq(port[32:])
 
         return m
 
     def _write_word(self, m, word, w_data, w_strb, w_mask):
-        bus = self.s_axil
-        if word.access not in (RW, W1P):
-            # Header words and R registers are read-only: refuse, change nothing.
-            m.d.sync += bus.bresp.eq(AxiResp.SLVERR)
-            return
-        m.d.sync += bus.bresp.eq(AxiResp.OKAY)
         port = self.field(word.block, word.register)
         low = 32 * word.part
         if word.access is RW:

@@ -157,6 +157,7 @@ class FlowMonitor(NetworkTask):
     """Flow monitor: per-flow counters in a hash table and a count-min sketch."""
     kind = "flow_monitor"
     scope = Scope.HEADER
+    needs_frame = True  # it counts the frame's bytes, known from the keep bits of every beat
     modifies = False
     type_id = 0x464C_4F57  # 'FLOW'
     params = (

@@ -12,7 +12,10 @@ mix freely in one table; the lowest matching slot wins. A packet no slot matches
 :data:`RATE_FRACTION_BITS` fractional bits (so 1/65536 byte a cycle, 30 kbit/s at 250 MHz, is
 the smallest step), a burst in bytes and an action. Time is ``meta.ts``, the ingress timestamp
 (32 bits, wrapping; elapsed time is the difference modulo 2**32), so a decision depends on when
-a packet entered the NIC, not on how long it queued, and the model is exact. For a packet of
+a packet entered the NIC, not on how long it queued, and the model is exact. Timestamps may come
+out of order (several ingress ports, tenant queues): a packet is metered at the latest
+timestamp seen so far if its own is older (the signed 32-bit difference), so time never runs
+backwards. For a packet of
 ``L`` bytes at time ``ts``, in fixed point::
 
     tokens = min(burst, tokens + rate * (ts - last_ts)); last_ts = ts
@@ -449,7 +452,17 @@ class RateLimiter(NetworkTask):
         init_pending = Signal()
         init_bucket = Signal(bb)
         init_config = Signal(_config_layout())
-        now = Signal(32)            # ts of the latest metered packet
+        now = Signal(32)            # the latest ts of any metered packet
+        now_valid = Signal()
+        # Timestamps may arrive out of order: a NIC with several ingress ports interleaves
+        # packets stamped on different ports, and queues reorder tenants. A packet is metered
+        # at max(now, ts), so time never runs backwards for a bucket and the scrubber (which
+        # advances idle buckets to now) stays invisible: refilling in steps equals refilling
+        # at once. With timestamps in order this is just ts.
+        ts_ahead = Signal(32)
+        m.d.comb += ts_ahead.eq(meta.ts - now)
+        t_eff = Signal(32)
+        m.d.comb += t_eff.eq(Mux(~now_valid | ~ts_ahead[31], meta.ts, now))
         scrub_next = Signal(bb)
         interval = self.p["scrub_interval"]
         scrub_timer = Signal(range(interval))
@@ -474,7 +487,7 @@ class RateLimiter(NetworkTask):
         with m.Elif(packet_op):
             m.d.comb += [op0.kind.eq(_Op.PACKET), op0.bucket.eq(Mux(matched, class_bucket,
                                                                     csr.unmatched_bucket)),
-                         op0.ts.eq(meta.ts), op0.length.eq(length)]
+                         op0.ts.eq(t_eff), op0.length.eq(length)]
         with m.Else():
             m.d.comb += [op0.kind.eq(_Op.SCRUB), op0.bucket.eq(scrub_next), op0.ts.eq(now)]
         with m.If(en):
@@ -485,7 +498,7 @@ class RateLimiter(NetworkTask):
             with m.If(init_pending):
                 m.d.sync += init_pending.eq(0)
             with m.Elif(packet_op):
-                m.d.sync += now.eq(meta.ts)
+                m.d.sync += [now.eq(t_eff), now_valid.eq(1)]
             with m.Else():
                 m.d.sync += [scrub_next.eq(scrub_next + 1), scrub_timer.eq(0)]
         with m.If(csr.bucket_write):

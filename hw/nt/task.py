@@ -36,6 +36,10 @@ What an NT class declares (class attributes):
 * ``scope``: :data:`Scope.HEADER` if it reads and writes only headers inside the parser's
   window (its payload may wait in the packet store), :data:`Scope.PACKET` if it needs the
   whole packet (checksums over the payload, ciphers);
+* ``needs_frame``: a header-scope NT that still needs every beat of the frame: it moves the
+  bytes behind the header (VLAN push/pop) or counts the frame's bytes (flow monitor). A chain
+  runs header-only (its payload waiting in the NIC's packet store) only if every NT is
+  header-scope and none needs the frame;
 * ``modifies``: whether it may change the packet's bytes (only the primary branch of a fork
   may hold such NTs);
 * ``reads_payload`` / ``writes_payload`` / ``seals_payload``: for the chain checks of
@@ -142,6 +146,7 @@ def csr_signature(registers):
 class NetworkTask(wiring.Component):
     kind = None
     scope = Scope.HEADER
+    needs_frame = False
     modifies = False
     reads_payload = False
     writes_payload = False
@@ -173,6 +178,12 @@ class NetworkTask(wiring.Component):
     @classmethod
     def registers(cls, params):
         return [*STANDARD_REGISTERS, *cls.task_registers(params)]
+
+    @classmethod
+    def cycles_per_beat(cls, data_width, params):
+        """Cycles the NT needs per beat at saturation (1.0: line rate), the region-time cost the
+        scheduler charges a packet for (SuperNIC §5: NT cycles are a shared resource)."""
+        return 1.0
 
     @classmethod
     def register_block(cls, name, params):

@@ -224,6 +224,7 @@ class _VlanTask(NetworkTask):
     # The tag sits inside the parser window and no length field changes. Pop's padding only
     # touches frames shorter than 64 bytes, which lie wholly inside the window.
     scope = Scope.HEADER
+    needs_frame = True  # the bytes behind the tag move by four
     modifies = True
     window_bytes = MAC_BYTES
 

@@ -77,6 +77,8 @@ class RateLimiterModel(TaskModel):
     def meter(self, index, ts, length):
         """One packet of ``length`` bytes at ``ts`` on bucket ``index``: True if it conforms."""
         b = self.buckets[index]
+        if self.now is not None and (ts - self.now) % TS_MODULUS >= TS_MODULUS // 2:
+            ts = self.now          # older than the latest packet: metered at the latest
         if self.last[index] is not None:
             elapsed = (ts - self.last[index]) % TS_MODULUS
             self.tokens[index] = min(b.burst_fixed, self.tokens[index] + b.rate * elapsed)

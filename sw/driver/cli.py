@@ -45,7 +45,7 @@ def cmd_build(args):
     from ..hw.config import ConfigError
     try:
         with console.status(f"generating {config.name} ({config.data_width}-bit)...") as status:
-            paths = write_design(config, args.out, progress=status.update)
+            paths = write_design(config, args.out, progress=status.update, personalities=True)
     except ConfigError as e:
         _error(e)
         return 2
@@ -53,6 +53,8 @@ def cmd_build(args):
                   f"in {time.monotonic() - t:.1f} s")
     for tenant, chain in paths["chains"].items():
         console.print(f"chain [bold]{tenant}[/]: {chain['verilog']}")
+    for chain, path in paths["personalities"].items():
+        console.print(f"region personality [bold]{chain}[/]: {path}")
     if args.lint:
         return _lint(paths["verilog"], console)
     return 0

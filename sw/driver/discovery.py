@@ -17,6 +17,13 @@ __all__ = [
 KNOWN_BLOCKS = {
     0x534E4943: ("id", (1,)),        # 'SNIC': identifies the design
     0x50415253: ("parser", (1,)),    # 'PARS': packet parser counters
+    0x4E494353: ("nic", (1,)),       # 'NICS': shape of the multi-tenant NIC
+    0x434C4153: ("classifier", (1,)),  # 'CLAS': tenant classifier of one port
+    0x53434844: ("scheduler", (1,)),   # 'SCHD': tenant queues and the central scheduler
+    0x53544F52: ("store", (1,)),     # 'STOR': packet store and region occupancy
+    0x45475253: ("egress", (1,)),    # 'EGRS': egress counters per tenant
+    0x5245474E: ("region", (1,)),    # 'REGN': a region and its personalities
+    0x4348414E: ("chain", (1,)),     # 'CHAN': single-tenant chain egress counters
 }
 
 

@@ -1,0 +1,205 @@
+"""A region: a slot of the fabric that hosts one chain instance at a time, chosen among the
+chain *personalities* it was built with.
+
+On an FPGA a region is a partial-reconfiguration partition; loading another personality
+rewrites its bitstream, which takes time during which the region does nothing (SuperNIC,
+arXiv 2109.07744 §4.2). Here every personality is built into the region behind one stream
+interface and a multiplexer, and loading one is modelled faithfully in time:
+
+1. software writes ``load_index`` and strobes ``load``; the region goes offline at once
+   (``online`` falls, so the scheduler holds the region's work in the tenant queues or, if the
+   control plane re-pointed the tenant's table, steers it to another instance) and stops
+   taking new packets;
+2. it waits until the packets inside have left (a personality must not be swapped under
+   them);
+3. it stays offline for ``reconfig_cycles`` (the modelled bitstream load), then switches to
+   the new personality and comes back online.
+
+Each personality is a :class:`Personality`: the chain behind the region's stream interface
+(``i``, ``o``) with its NTs' register ports as ports of its own, so the generator can also emit
+each one as a stand-alone module (``snic build`` writes ``<design>_personality_<chain>.v``),
+which a vendor partial-reconfiguration flow takes as the reconfigurable modules of the
+partition.
+
+Register block 'REGN' per region, then one block per NT of each personality, named
+``r<region>_<chain>_<node>``.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..chain.graph import TaskGraph
+from ..csr.registers import R, RW, W1P, Register, RegisterBlock
+from ..nt.task import csr_signature
+from ..stream import PacketSignature
+from .layout import NicShape
+
+__all__ = ["Region", "Personality", "region_block", "region_register_blocks",
+           "personality_block_name", "REGION_TYPE", "DEFAULT_RECONFIG_CYCLES"]
+
+REGION_TYPE = 0x5245474E  # 'REGN'
+#: A partial bitstream of a few MB over ICAP at 400 MB/s takes milliseconds; scaled down so
+#: that simulations see a reconfiguration within thousands of cycles. Software sets the real
+#: figure for its board.
+DEFAULT_RECONFIG_CYCLES = 2000
+
+
+def personality_block_name(region, chain, node):
+    return f"r{region}_{chain}_{node}"
+
+
+def region_block(index, personalities):
+    return RegisterBlock(f"region{index}", REGION_TYPE, 0x0001_0000, [
+        Register("personalities", 8, R, doc="Number of chain personalities built in"),
+        Register("active", 8, R, doc="Personality loaded now"),
+        Register("online", 1, R, doc="1 when the region takes packets (not reconfiguring)"),
+        Register("header_only", 1, R, doc="1 when the active personality takes header beats"),
+        Register("load_index", 8, RW, doc="Personality the next load strobe loads"),
+        Register("load", 1, W1P, doc="Write 1: drain, then load personality load_index"),
+        Register("reconfig_cycles", 32, RW, reset=DEFAULT_RECONFIG_CYCLES,
+                 doc="Cycles a load keeps the region offline after draining"),
+        Register("loads", 32, R, doc="Completed loads"),
+        Register("packets_in", 64, R, doc="Packets that entered the region"),
+        Register("packets_out", 64, R, doc="Packets that left the region"),
+        Register("offline_cycles", 64, R, doc="Cycles spent offline (draining or loading)"),
+    ], doc="Region: " + ", ".join(s.name for s in personalities))
+
+
+def region_register_blocks(index, personalities):
+    """The region's block, then one per NT of each personality."""
+    blocks = [region_block(index, personalities)]
+    for spec in personalities:
+        blocks += [n.task.register_block(personality_block_name(index, spec.name, n.name),
+                                         n.params)
+                   for n in spec.node_list()]
+    return blocks
+
+
+class Personality(wiring.Component):
+    """A chain behind the common region interface: ``i``, ``o`` and, per NT, a port named
+    after the node carrying its register block (as the NT sees it)."""
+
+    def __init__(self, shape: NicShape, spec):
+        self.spec = spec
+        self.graph = TaskGraph(spec, shape.data_width, shape.header_bytes)
+        sig = PacketSignature(shape.data_width, shape.meta_layout)
+        members = {"i": In(sig), "o": Out(sig)}
+        for name, task in self.graph.tasks.items():
+            members[f"csr_{name}"] = Out(task.csr.signature)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.graph = self.graph
+        wiring.connect(m, wiring.flipped(self.i), self.graph.i)
+        wiring.connect(m, self.graph.o, wiring.flipped(self.o))
+        for name, task in self.graph.tasks.items():
+            wiring.connect(m, wiring.flipped(getattr(self, f"csr_{name}")), task.csr)
+        return m
+
+
+class Region(wiring.Component):
+    """Region ``index`` of a NIC of ``shape``, able to host any of ``personalities``
+    (:class:`~supernic.hw.chain.spec.ChainSpec`); the first is loaded at reset."""
+
+    def __init__(self, shape: NicShape, index, personalities):
+        if not personalities:
+            raise ValueError(f"Region {index} must have at least one personality, not "
+                             f"{personalities!r}")
+        if len(personalities) > 255:
+            raise ValueError(f"Region {index} must have at most 255 personalities, not "
+                             f"{len(personalities)}")
+        self.shape = shape
+        self.index = index
+        self.personalities = list(personalities)
+        self.graphs = [Personality(shape, spec) for spec in self.personalities]
+        self.block = region_block(index, self.personalities)
+        sig = PacketSignature(shape.data_width, shape.meta_layout)
+        super().__init__({
+            "i": In(sig), "o": Out(sig),
+            "csr": Out(csr_signature(self.block.registers)),
+            "online": Out(1), "header_only": Out(1),
+        })
+
+    def task_ports(self):
+        """``(block name, register port)`` of every NT, for connecting the register file."""
+        for spec, graph in zip(self.personalities, self.graphs):
+            for name in graph.graph.tasks:
+                yield (personality_block_name(self.index, spec.name, name),
+                       getattr(graph, f"csr_{name}"))
+
+    def elaborate(self, platform):
+        m = Module()
+        csr = self.csr
+        n = len(self.personalities)
+        active = Signal(range(max(2, n)))
+        online = Signal(init=1)
+        for k, graph in enumerate(self.graphs):
+            m.submodules[f"p{k}_{self.personalities[k].name}"] = graph
+
+        # Packets inside: a load waits for zero before the personality may change.
+        inside = Signal(16)
+        took = self.i.valid & self.i.ready & self.i.p.last
+        gave = self.o.valid & self.o.ready & self.o.p.last
+        m.d.sync += inside.eq(inside + took - gave)
+        with m.If(took):
+            m.d.sync += csr.packets_in.eq(csr.packets_in + 1)
+        with m.If(gave):
+            m.d.sync += csr.packets_out.eq(csr.packets_out + 1)
+
+        # Accept new packets only online; a packet already half in finishes entering.
+        mid_in = Signal()
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += mid_in.eq(~self.i.p.last)
+        accepting = Signal()
+        m.d.comb += accepting.eq(online | mid_in)
+
+        for k, graph in enumerate(self.graphs):
+            with m.If(active == k):
+                m.d.comb += [
+                    graph.i.p.eq(self.i.p),
+                    graph.i.valid.eq(self.i.valid & accepting),
+                    self.i.ready.eq(graph.i.ready & accepting),
+                    self.o.p.eq(graph.o.p),
+                    self.o.valid.eq(graph.o.valid),
+                    graph.o.ready.eq(self.o.ready),
+                ]
+
+        header_only = [spec.header_only for spec in self.personalities]
+        with m.Switch(active):
+            for k, flag in enumerate(header_only):
+                with m.Case(k):
+                    m.d.comb += self.header_only.eq(int(flag))
+
+        target = Signal.like(active)
+        timer = Signal(32)
+        with m.FSM(name="load"):
+            with m.State("ONLINE"):
+                with m.If(csr.load):
+                    m.d.sync += [online.eq(0), target.eq(csr.load_index)]
+                    m.next = "DRAIN"
+            with m.State("DRAIN"):
+                with m.If((inside == 0) & ~mid_in):
+                    m.d.sync += timer.eq(csr.reconfig_cycles)
+                    m.next = "LOAD"
+            with m.State("LOAD"):
+                with m.If(timer == 0):
+                    # An index past the last personality keeps the current one: the driver
+                    # checks first, the hardware must still never select nothing.
+                    with m.If(target < n):
+                        m.d.sync += active.eq(target)
+                    m.d.sync += [online.eq(1), csr.loads.eq(csr.loads + 1)]
+                    m.next = "ONLINE"
+                with m.Else():
+                    m.d.sync += timer.eq(timer - 1)
+        with m.If(~online):
+            m.d.sync += csr.offline_cycles.eq(csr.offline_cycles + 1)
+        m.d.comb += [
+            self.online.eq(online),
+            csr.online.eq(online),
+            csr.active.eq(active),
+            csr.personalities.eq(n),
+            csr.header_only.eq(self.header_only),
+        ]
+        return m

@@ -1,0 +1,986 @@
+"""Per-tenant queues and the central scheduler: who gets the NIC's one dispatch path next.
+
+Data path. ``P`` ingress ports each take one beat a cycle, always (``ready`` is tied high): a
+flooding tenant can fill only its own queues, and what does not fit is dropped and counted,
+never back-pressured into a port that other tenants share. Each (port, tenant) pair has a
+store-and-forward queue of ``queue_beats`` beats in the port's data memory (one write port a
+port, the tenants' queues are partitions of it) and a descriptor FIFO of ``queue_packets``
+entries written on a packet's last beat (length in beats and bytes, arrival stamp, flow-table
+index, and the slot of its metadata in the port's metadata memory: the metadata is kept once a
+packet, taken from its last beat, which carries the tail flags). A packet that does not fit
+(beats or descriptor) is dropped whole: its beats were written past the committed write
+pointer, which simply does not move. Packets of a disabled tenant are dropped and counted.
+
+Decision pipeline (one decision a cycle):
+
+1. *Candidates* (registered): per tenant, the head packet of one of its port queues whose
+   target region (the tenant's flow table at ``flow_hash mod table_size``) is online and has
+   room, port chosen round-robin (``fifo``: the tenant's oldest head, room or not), with its
+   costs precomputed.
+2. *Pick* (combinational): room, online, enable and commit state are checked again against
+   this cycle's values, a tenant that was dispatched (or had its table swapped) on the
+   previous cycle is skipped because its candidate is one cycle old, then the policy of
+   :mod:`.policy` picks. A dispatch pops the descriptor and reads the packet's metadata.
+3. *Transfer*: a two-entry queue of dispatched packets feeds a reader that issues one memory
+   read a cycle into a two-entry output buffer, so the next packet's first beat follows the
+   current packet's last beat without a gap; ``o`` carries the packet with ``tag.beats`` and
+   ``tag.region`` on every beat and the tail flags on the last beat only.
+
+Measured (64-bit build, ``tests/test_nic_scheduler.py``): 6 cycles from a packet's last beat
+entering an empty queue to its first beat on ``o``; one beat a cycle out with one-beat packets
+of several tenants; a tenant alone gets a packet every other cycle (its candidate is one cycle
+old after a dispatch), and so does ``fifo``, which must wait for that refresh to know the
+oldest packet.
+
+Room. A packet may start to region ``r`` if ``beats_to_region + unsent[r] <= region_free[r]``
+or the region is empty (``region_empty[r]`` and nothing unsent), where ``unsent[r]`` counts the
+region's beats dispatched here but not yet taken from ``o``. ``region_free`` and
+``region_empty`` must account for every beat taken from ``o`` up to the previous cycle.
+
+Table changes never reorder a flow: writes go to a shadow table and ``table_commit`` swaps a
+tenant's table in only once nothing of that tenant is in flight (dispatched but not reported
+done); the tenant is not dispatched while the commit is pending.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal, signed
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
+from ..config import ConfigError
+from ..csr.axil import AxiLiteSignature
+from ..csr.regfile import RegisterFile
+from ..csr.registers import R, RW, W1P, Register, RegisterBlock, RegisterMap
+from ..nt.task import csr_signature
+from ..parser.meta import TAIL_FLAGS
+from .layout import BEATS_BITS, NicPacketSignature, NicShape, nic_layout
+from .policy import (POLICIES, POLICY_CODES, TAG_BITS, round_robin_pick,
+                     tag_before, tournament)
+
+__all__ = ["TenantScheduler", "SchedulerConfig", "SchedulerShell", "scheduler_block",
+           "scheduler_registers", "shell_register_map", "trace_layout", "SCHEDULER_TYPE",
+           "SCHEDULER_VERSION", "POLICY_CODES", "POLICIES", "bytes_bits", "DEFAULT_QUANTUM"]
+
+SCHEDULER_TYPE = 0x53434844  # 'SCHD'
+SCHEDULER_VERSION = 0x0001_0000
+STAMP_BITS = 32
+COST_ONE = 0x100            # 1.0 in the 8.8 fixed point of weights and costs
+DEFAULT_QUANTUM = 2048      # bytes: above one MTU frame, so a round moves every tenant
+QUANTUM_BITS = 16
+IN_FLIGHT_BITS = 16
+
+
+def _pow2(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0 and x & (x - 1) == 0
+
+
+def _bits(n):
+    return max(1, (n - 1).bit_length())
+
+
+def bytes_bits(shape: NicShape, queue_beats):
+    """Bits of a queued packet's length in bytes."""
+    return (queue_beats * shape.beat_bytes).bit_length()
+
+
+def _deficit_bits(shape, queue_beats):
+    return max(bytes_bits(shape, queue_beats), QUANTUM_BITS) + 2
+
+
+def scheduler_registers(shape: NicShape, table_size=16):
+    T, Rg = shape.tenants, shape.regions
+    regs = [
+        Register("policy", 2, RW, reset=POLICY_CODES["drf"],
+                 doc="0 drf, 1 rr, 2 drr, 3 fifo (a policy not built in selects the first one)"),
+        Register("tenant_enable", T, RW, reset=2 ** T - 1,
+                 doc="Bit t: tenant t's packets are queued (0: dropped and counted)"),
+    ]
+    for t in range(T):
+        regs += [
+            Register(f"t{t}_inv_weight", 16, RW, reset=COST_ONE,
+                     doc=f"Tenant {t}: 1/weight in 8.8 fixed point (drf)"),
+            Register(f"t{t}_quantum", QUANTUM_BITS, RW, reset=DEFAULT_QUANTUM,
+                     doc=f"Tenant {t}: bytes added to its deficit a round (drr): weight x quantum"),
+        ]
+    for r in range(Rg):
+        regs.append(Register(f"r{r}_cost", 16, RW, reset=COST_ONE,
+                             doc=f"Region {r}: cycles a beat occupies it, 8.8 fixed point (drf)"))
+    regs += [
+        Register("table_tenant", shape.tenant_bits, RW, doc="Staged table write: tenant"),
+        Register("table_index", _bits(table_size), RW, doc="Staged table write: entry"),
+        Register("table_region", shape.region_bits, RW, doc="Staged table write: region"),
+        Register("table_write", 1, W1P, doc="Write 1: write the staged entry to the shadow table"),
+        Register("table_commit", T, W1P,
+                 doc="Bit t: swap tenant t's shadow table in once nothing of it is in flight"),
+        Register("commit_pending", T, R, doc="Bit t: tenant t's table commit is waiting"),
+        Register("virtual_time", TAG_BITS, R, doc="Start tag of the last dispatched packet (drf)"),
+        Register("bad_tenant_drops", 64, R,
+                 doc="Packets dropped for a tenant number the build does not have"),
+    ]
+    for t in range(T):
+        regs += [
+            Register(f"t{t}_enqueued", 64, R, doc=f"Tenant {t}: packets queued whole"),
+            Register(f"t{t}_queue_drops", 64, R,
+                     doc=f"Tenant {t}: packets dropped, queue or descriptors full"),
+            Register(f"t{t}_disabled_drops", 64, R,
+                     doc=f"Tenant {t}: packets dropped while the tenant was disabled"),
+            Register(f"t{t}_dispatched", 64, R, doc=f"Tenant {t}: packets dispatched"),
+            Register(f"t{t}_dispatched_beats", 64, R, doc=f"Tenant {t}: beats dispatched"),
+            Register(f"t{t}_backlog_beats", 32, R, doc=f"Tenant {t}: beats queued now"),
+            Register(f"t{t}_in_flight", IN_FLIGHT_BITS, R,
+                     doc=f"Tenant {t}: packets dispatched and not yet reported done"),
+            Register(f"t{t}_tag", TAG_BITS, R, doc=f"Tenant {t}: DRF start tag"),
+            Register(f"t{t}_deficit", 32, R, doc=f"Tenant {t}: DRR deficit in bytes "
+                                                 f"(two's complement)"),
+        ]
+    return regs
+
+
+def scheduler_block(name, shape: NicShape, table_size=16):
+    return RegisterBlock(name, SCHEDULER_TYPE, SCHEDULER_VERSION,
+                         scheduler_registers(shape, table_size),
+                         doc="Tenant queues and the fair scheduler")
+
+
+def _desc_layout(shape, queue_beats, queue_packets, table_size):
+    return data.StructLayout({
+        "beats": BEATS_BITS,
+        "bytes": bytes_bits(shape, queue_beats),
+        "stamp": STAMP_BITS,
+        "index": _bits(table_size),
+        "slot": _bits(queue_packets),
+    })
+
+
+def trace_layout(shape: NicShape, queue_beats=256):
+    """What the scheduler decided each cycle, for the model's step-by-step check: the masks
+    the pick saw, the pick, and every tenant's candidate."""
+    T = shape.tenants
+    cand = data.StructLayout({
+        "beats": BEATS_BITS, "bytes": bytes_bits(shape, queue_beats),
+        "region": shape.region_bits, "to_region": BEATS_BITS,
+    })
+    return data.StructLayout({
+        "valid": 1, "decide": 1, "pick_valid": 1, "pick": shape.tenant_bits,
+        "eligible": T, "stale": T, "backlogged": T,
+        "cand": data.ArrayLayout(cand, T),
+    })
+
+
+class TenantScheduler(wiring.Component):
+    """Per-(port, tenant) queues and the fair scheduler (see the module docstring).
+
+    ``trace`` (a plain signal, not a port) shows each cycle's decision; a test shell routes it
+    out for the model check (as ``decision``: a top-level port named ``trace`` clashes with
+    the ``trace()`` method of Verilator's model class).
+    """
+
+    def __init__(self, shape: NicShape, queue_beats: int = 256, table_size: int = 16,
+                 policies=POLICIES, queue_packets: int | None = None):
+        if not isinstance(shape, NicShape):
+            raise TypeError(f"Scheduler shape must be a NicShape, not {shape!r}")
+        if not _pow2(queue_beats) or not 4 <= queue_beats <= 4096:
+            raise ValueError(f"Queue beats must be a power of two from 4 to 4096, "
+                             f"not {queue_beats!r}")
+        if queue_packets is None:
+            queue_packets = max(2, queue_beats // 4)
+        if not _pow2(queue_packets) or not 2 <= queue_packets <= queue_beats:
+            raise ValueError(f"Queue packets must be a power of two from 2 to queue beats "
+                             f"({queue_beats}), not {queue_packets!r}")
+        if not _pow2(table_size) or table_size > 256:
+            raise ValueError(f"Table size must be a power of two from 1 to 256, "
+                             f"not {table_size!r}")
+        if (isinstance(policies, str) or not hasattr(policies, "__iter__")
+                or not policies or any(p not in POLICY_CODES for p in policies)
+                or len(set(policies)) != len(tuple(policies))):
+            raise ValueError(f"Policies must be a non-empty sequence of distinct names from "
+                             f"{POLICIES}, not {policies!r}")
+        self.shape = shape
+        self.queue_beats = queue_beats
+        self.queue_packets = queue_packets
+        self.table_size = table_size
+        self.policies = tuple(policies)
+        self.registers = scheduler_registers(shape, table_size)
+        R_ = shape.regions
+        super().__init__({
+            "i": In(NicPacketSignature(shape)).array(shape.ports),
+            "o": Out(NicPacketSignature(shape)),
+            "region_free": In(data.ArrayLayout(BEATS_BITS, R_)),
+            "region_empty": In(R_),
+            "region_online": In(R_),
+            "header_only": In(R_),
+            "done_valid": In(1),
+            "done_tenant": In(shape.tenant_bits),
+            # A second completion source: a packet refused after dispatch (the packet store
+            # was full); it may coincide with a packet reaching the egress.
+            "drop_valid": In(1),
+            "drop_tenant": In(shape.tenant_bits),
+            "csr": Out(csr_signature(self.registers)),
+        })
+        self.trace = Signal(trace_layout(shape, queue_beats))
+        meta = nic_layout(shape)
+        beat_width = shape.data_width + shape.beat_bytes
+        T = shape.tenants
+        self._data_mem = [MemoryData(shape=beat_width, depth=T * queue_beats, init=[])
+                          for _ in range(shape.ports)]
+        self._meta_mem = [MemoryData(shape=meta.size, depth=T * queue_packets, init=[])
+                          for _ in range(shape.ports)]
+
+    # ------------------------------------------------------------------------------------------
+    def elaborate(self, platform):
+        m = Module()
+        sh = self.shape
+        T, P, NR = sh.tenants, sh.ports, sh.regions
+        Q, D, S = self.queue_beats, self.queue_packets, self.table_size
+        H = max(1, sh.header_beats)
+        qbits, dbits, sbits = _bits(Q), _bits(D), _bits(S)
+        tbits, pbits, rbits = sh.tenant_bits, sh.port_bits, sh.region_bits
+        bbits = bytes_bits(sh, Q)
+        csr = self.csr
+        desc_layout = _desc_layout(sh, Q, D, S)
+        codes = {name: POLICY_CODES[name] for name in self.policies}
+
+        now = Signal(STAMP_BITS)
+        m.d.sync += now.eq(now + 1)
+
+        enable = Signal(T)
+        m.d.comb += enable.eq(csr.tenant_enable)
+        enable_bits = [enable[t] for t in range(T)]
+
+        # --- policy in force --------------------------------------------------------------------
+        policy = Signal(2)
+        with m.Switch(csr.policy):
+            for name, code in codes.items():
+                with m.Case(code):
+                    m.d.comb += policy.eq(code)
+            with m.Default():
+                m.d.comb += policy.eq(codes[self.policies[0]])
+        fifo_mode = Signal()
+        m.d.comb += fifo_mode.eq(policy == POLICY_CODES["fifo"] if "fifo" in codes else 0)
+
+        # --- flow tables: active and shadow, reset to region t mod R ----------------------------
+        active = [[Signal(rbits, init=t % NR, name=f"table{t}_{i}") for i in range(S)]
+                  for t in range(T)]
+        shadow = [[Signal(rbits, init=t % NR, name=f"shadow{t}_{i}") for i in range(S)]
+                  for t in range(T)]
+        with m.If(csr.table_write):
+            for t in range(T):
+                for i in range(S):
+                    with m.If((csr.table_tenant == t) & (csr.table_index == i)):
+                        m.d.sync += shadow[t][i].eq(csr.table_region)
+
+        # --- queue pointers and counters --------------------------------------------------------
+        wr_commit = [[Signal(qbits + 1, name=f"wr_p{p}_t{t}") for t in range(T)]
+                     for p in range(P)]
+        rd_ptr = [[Signal(qbits + 1, name=f"rd_p{p}_t{t}") for t in range(T)] for p in range(P)]
+        # Metadata slots are freed when the reader fetches them, which may be long after the
+        # descriptor left its FIFO (the packet waits behind the one being transferred).
+        slot_wp = [[Signal(dbits + 1, name=f"slot_p{p}_t{t}") for t in range(T)]
+                   for p in range(P)]
+        slot_rp = [[Signal(dbits + 1, name=f"slot_rd_p{p}_t{t}") for t in range(T)]
+                   for p in range(P)]
+        used = [[Signal(qbits + 1, name=f"used_p{p}_t{t}") for t in range(T)] for p in range(P)]
+        for p in range(P):
+            for t in range(T):
+                m.d.comb += used[p][t].eq(wr_commit[p][t] - rd_ptr[p][t])
+
+        fifos = [[fifo.SyncFIFOBuffered(width=desc_layout.size, depth=D) for t in range(T)]
+                 for p in range(P)]
+        for p in range(P):
+            for t in range(T):
+                m.submodules[f"desc_p{p}_t{t}"] = fifos[p][t]
+
+        data_mems, meta_mems = [], []
+        for p in range(P):
+            m.submodules[f"data_p{p}"] = dm = Memory(data=self._data_mem[p])
+            m.submodules[f"meta_p{p}"] = mm = Memory(data=self._meta_mem[p])
+            data_mems.append(dm)
+            meta_mems.append(mm)
+
+        # Per-tenant event counts this cycle, summed over ports below.
+        ev_enq = [[Signal(name=f"enq_p{p}_t{t}") for t in range(T)] for p in range(P)]
+        ev_qdrop = [[Signal(name=f"qdrop_p{p}_t{t}") for t in range(T)] for p in range(P)]
+        ev_ddrop = [[Signal(name=f"ddrop_p{p}_t{t}") for t in range(T)] for p in range(P)]
+        ev_bad = [Signal(name=f"bad_p{p}") for p in range(P)]
+
+        # --- ingress: one beat a cycle per port, drop instead of back-pressure ------------------
+        STORE, DROP_FULL, DROP_DISABLED, DROP_BAD = range(4)
+        for p in range(P):
+            port = self.i[p]
+            m.d.comb += port.ready.eq(1)
+            first = Signal(init=1, name=f"in_first_p{p}")
+            mode = Signal(2, name=f"in_mode_p{p}")
+            cur_t = Signal(tbits, name=f"in_tenant_p{p}")
+            count = Signal(BEATS_BITS, name=f"in_count_p{p}")
+
+            tenant = Signal(tbits, name=f"tenant_p{p}")
+            beat_mode = Signal(2, name=f"beat_mode_p{p}")
+            cnt = Signal(BEATS_BITS, name=f"cnt_p{p}")
+            m.d.comb += [tenant.eq(Mux(first, port.p.meta.tag.tenant, cur_t)),
+                         cnt.eq(Mux(first, 0, count))]
+            with m.If(first):
+                with m.If(port.p.meta.tag.tenant >= T):
+                    m.d.comb += beat_mode.eq(DROP_BAD)
+                with m.Elif(~Array(enable_bits)[port.p.meta.tag.tenant]):
+                    m.d.comb += beat_mode.eq(DROP_DISABLED)
+                with m.Else():
+                    m.d.comb += beat_mode.eq(STORE)
+            with m.Else():
+                m.d.comb += beat_mode.eq(mode)
+
+            used_t = Signal(qbits + 1, name=f"used_in_p{p}")
+            wr_t = Signal(qbits + 1, name=f"wr_in_p{p}")
+            slot_t = Signal(dbits + 1, name=f"slot_in_p{p}")
+            slot_free = Signal(dbits + 1, name=f"slot_free_p{p}")
+            desc_room = Signal(name=f"desc_room_p{p}")
+            m.d.comb += [
+                used_t.eq(Array(used[p])[tenant]),
+                wr_t.eq(Array(wr_commit[p])[tenant]),
+                slot_t.eq(Array(slot_wp[p])[tenant]),
+                slot_free.eq(Array(slot_rp[p])[tenant]),
+                desc_room.eq(Array(f.w_rdy for f in fifos[p])[tenant]
+                             & ((slot_t - slot_free)[:dbits + 1] != D)),
+            ]
+            fits = Signal(name=f"fits_p{p}")
+            m.d.comb += fits.eq(used_t + cnt < Q)
+            beat = port.valid
+            store = Signal(name=f"store_p{p}")
+            m.d.comb += store.eq(beat & (beat_mode == STORE) & fits)
+
+            wp = data_mems[p].write_port()
+            waddr = Signal(qbits, name=f"waddr_p{p}")
+            m.d.comb += [
+                waddr.eq(wr_t + cnt),
+                wp.addr.eq(Cat(waddr, tenant) if T > 1 else waddr),
+                wp.data.eq(Cat(port.p.data, port.p.keep)),
+                wp.en.eq(store),
+            ]
+            with m.If(beat):
+                m.d.sync += [first.eq(port.p.last), cur_t.eq(tenant), count.eq(cnt + 1),
+                             mode.eq(Mux((beat_mode == STORE) & ~fits, DROP_FULL, beat_mode))]
+
+            commit = Signal(name=f"commit_p{p}")
+            m.d.comb += commit.eq(store & port.p.last & desc_room)
+            keep_bytes = Signal(range(sh.beat_bytes + 1), name=f"keep_bytes_p{p}")
+            m.d.comb += keep_bytes.eq(sum(port.p.keep[k] for k in range(sh.beat_bytes)))
+            desc = Signal(desc_layout, name=f"desc_in_p{p}")
+            m.d.comb += [
+                desc.beats.eq(cnt + 1),
+                desc.bytes.eq(cnt * sh.beat_bytes + keep_bytes),
+                desc.stamp.eq(now),
+                desc.index.eq(port.p.meta.hdr.flow_hash[:sbits] if S > 1 else 0),
+                desc.slot.eq(slot_t[:dbits]),
+            ]
+            mwp = meta_mems[p].write_port()
+            m.d.comb += [
+                mwp.addr.eq(Cat(slot_t[:dbits], tenant) if T > 1 else slot_t[:dbits]),
+                mwp.data.eq(port.p.meta.as_value()),
+                mwp.en.eq(commit),
+            ]
+            for t in range(T):
+                hit = Signal(name=f"hit_p{p}_t{t}")
+                m.d.comb += [
+                    hit.eq(tenant == t),
+                    fifos[p][t].w_data.eq(desc),
+                    fifos[p][t].w_en.eq(commit & hit),
+                    ev_enq[p][t].eq(commit & hit),
+                    ev_qdrop[p][t].eq(beat & port.p.last & hit & ~commit
+                                      & ((beat_mode == STORE) | (beat_mode == DROP_FULL))),
+                    ev_ddrop[p][t].eq(beat & port.p.last & hit & (beat_mode == DROP_DISABLED)),
+                ]
+                with m.If(commit & hit):
+                    m.d.sync += [wr_commit[p][t].eq(wr_commit[p][t] + cnt + 1),
+                                 slot_wp[p][t].eq(slot_wp[p][t] + 1)]
+            m.d.comb += ev_bad[p].eq(beat & port.p.last & (beat_mode == DROP_BAD))
+
+        # --- region state seen by the pick ------------------------------------------------------
+        unsent = [Signal(BEATS_BITS + 2, name=f"unsent_r{r}") for r in range(NR)]
+        free = [Signal(BEATS_BITS, name=f"free_r{r}") for r in range(NR)]
+        for r in range(NR):
+            m.d.comb += free[r].eq(self.region_free[r])
+        empty_bits = [self.region_empty[r] for r in range(NR)]
+        online_bits = [self.region_online[r] for r in range(NR)]
+        header_bits = [self.header_only[r] for r in range(NR)]
+        costs = [getattr(csr, f"r{r}_cost") for r in range(NR)]
+
+        def room(name, region, to_region):
+            ok = Signal(name=name)
+            un = Signal(BEATS_BITS + 2, name=f"{name}_unsent")
+            m.d.comb += [
+                un.eq(Array(unsent)[region]),
+                ok.eq(Array(online_bits)[region]
+                      & ((to_region + un <= Array(free)[region])
+                         | (Array(empty_bits)[region] & (un == 0)))),
+            ]
+            return ok
+
+        # --- stage 1: one registered candidate a tenant ------------------------------------------
+        backlogged = Signal(T)
+        m.d.comb += backlogged.eq(Cat(Cat(fifos[p][t].r_rdy for p in range(P)).any()
+                                      for t in range(T)))
+        port_ptr = [Signal(pbits, name=f"port_ptr_t{t}") for t in range(T)]
+        cand_layout = data.StructLayout({
+            "valid": 1, "head": 1, "port": pbits, "beats": BEATS_BITS, "bytes": bbits,
+            "region": rbits, "to_region": BEATS_BITS, "dom": 32, "slot": dbits,
+            "key": STAMP_BITS + pbits,
+        })
+        cand = [Signal(cand_layout, name=f"cand_t{t}") for t in range(T)]
+        for t in range(T):
+            heads, oks, keys, regions, to_regions = [], [], [], [], []
+            for p in range(P):
+                f = fifos[p][t]
+                h = desc_layout(f.r_data)
+                region = Signal(rbits, name=f"region_p{p}_t{t}")
+                to_region = Signal(BEATS_BITS, name=f"to_region_p{p}_t{t}")
+                m.d.comb += [
+                    region.eq(Array(active[t])[h.index] if S > 1 else active[t][0]),
+                    to_region.eq(Mux(Array(header_bits)[region] & (h.beats > H), H, h.beats)),
+                ]
+                ok = Signal(name=f"ok_p{p}_t{t}")
+                m.d.comb += ok.eq(f.r_rdy & room(f"room_p{p}_t{t}", region, to_region))
+                # Age first, then the lower port on a tie: completion order across ports.
+                key = Signal(STAMP_BITS + pbits, name=f"key_p{p}_t{t}")
+                m.d.comb += key.eq(Cat(Const(P - 1 - p, pbits), (now - h.stamp)[:STAMP_BITS]))
+                heads.append(f.r_rdy)
+                oks.append(ok)
+                keys.append(key)
+                regions.append(region)
+                to_regions.append(to_region)
+            ok_bits = Signal(P, name=f"ok_t{t}")
+            m.d.comb += ok_bits.eq(Cat(oks))
+            rr_any, rr_port = round_robin_pick(m, ok_bits, port_ptr[t], P, f"port_rr_t{t}")
+            old_any, old_port, _ = tournament(
+                m, list(zip(heads, keys)), lambda a, b: a > b, f"port_old_t{t}")
+            choice = Signal(range(max(P, 2)), name=f"port_t{t}")
+            valid = Signal(name=f"cand_valid_t{t}")
+            m.d.comb += [
+                choice.eq(Mux(fifo_mode, old_port, rr_port)),
+                valid.eq(Mux(fifo_mode, old_any & Array(oks)[old_port], rr_any)),
+            ]
+            chosen = Signal(desc_layout, name=f"chosen_t{t}")
+            m.d.comb += chosen.eq(Array(fifos[p][t].r_data for p in range(P))[choice])
+            h = chosen
+            c_region = Signal(rbits, name=f"c_region_t{t}")
+            c_to = Signal(BEATS_BITS, name=f"c_to_t{t}")
+            m.d.comb += [c_region.eq(Array(regions)[choice]), c_to.eq(Array(to_regions)[choice])]
+            # Dominant cost in units of 1/(256 R) beat: dispatch and egress take `beats` of a
+            # capacity of one beat a cycle, the region `to_region * cost` of R region-cycles.
+            link_cost = Signal(32, name=f"link_cost_t{t}")
+            region_cost = Signal(32, name=f"region_cost_t{t}")
+            m.d.comb += [
+                link_cost.eq(h.beats * (COST_ONE * NR)),
+                region_cost.eq(c_to * Array(costs)[c_region]),
+            ]
+            m.d.sync += [
+                cand[t].valid.eq(valid),
+                cand[t].head.eq(Cat(heads).any()),
+                cand[t].port.eq(choice),
+                cand[t].beats.eq(h.beats),
+                cand[t].bytes.eq(h.bytes),
+                cand[t].region.eq(c_region),
+                cand[t].to_region.eq(c_to),
+                cand[t].dom.eq(Mux(region_cost > link_cost, region_cost, link_cost)),
+                cand[t].slot.eq(h.slot),
+                cand[t].key.eq(Array(keys)[choice]),
+            ]
+
+        # --- stage 2: the pick ------------------------------------------------------------------
+        pending = Signal(T)
+        stale = Signal(T)
+        in_flight = [Signal(IN_FLIGHT_BITS, name=f"in_flight_t{t}") for t in range(T)]
+        eligible = Signal(T)
+        eligible_bits = []
+        for t in range(T):
+            ok_now = room(f"room_now_t{t}", cand[t].region, cand[t].to_region)
+            eligible_bits.append(cand[t].valid & ~stale[t] & enable[t] & ~pending[t] & ok_now)
+        m.d.comb += eligible.eq(Cat(eligible_bits))
+
+        rec_count = Signal(range(3))
+        decide = Signal()
+        m.d.comb += decide.eq(rec_count < 2)
+
+        pick_valid = Signal()
+        pick = Signal(range(max(T, 2)))
+
+        tags = [Signal(TAG_BITS, name=f"tag_t{t}") for t in range(T)]
+        vtime = Signal(TAG_BITS)
+        rr_ptr = Signal(range(max(T, 2)))
+        drr_ptr = Signal(range(max(T, 2)))
+        dbits_signed = _deficit_bits(sh, Q)
+        deficit = [Signal(signed(dbits_signed), name=f"deficit_t{t}") for t in range(T)]
+        quanta = [getattr(csr, f"t{t}_quantum") for t in range(T)]
+
+        def next_index(i):
+            return Mux(i == T - 1, 0, i + 1)
+
+        choices = {}
+        if "rr" in codes:
+            any_, idx = round_robin_pick(m, eligible, rr_ptr, T, "rr")
+            choices["rr"] = (any_, idx)
+        if "drf" in codes:
+            names = iter(range(T * 2))
+            any_, idx, _ = tournament(
+                m, [(eligible[t], tags[t]) for t in range(T)],
+                lambda a, b: tag_before(m, a, b, f"drf_cmp{next(names)}"), "drf")
+            choices["drf"] = (any_, idx)
+        if "drr" in codes:
+            positive = Signal(T)
+            m.d.comb += positive.eq(Cat(deficit[t] > 0 for t in range(T)))
+            credit = Signal(T)
+            m.d.comb += credit.eq(eligible & positive)
+            waiting = Signal()
+            m.d.comb += waiting.eq((stale & backlogged & positive).any())
+            refilled = [Signal(signed(dbits_signed), name=f"refill_t{t}") for t in range(T)]
+            for t in range(T):
+                m.d.comb += refilled[t].eq(deficit[t] + quanta[t])
+            credit2 = Signal(T)
+            m.d.comb += credit2.eq(eligible & Cat(refilled[t] > 0 for t in range(T)))
+            a_any, a_idx = round_robin_pick(m, credit, drr_ptr, T, "drr_a")
+            b_any, b_idx = round_robin_pick(m, credit2, drr_ptr, T, "drr_b")
+            new_round = Signal()
+            m.d.comb += new_round.eq(~a_any & eligible.any() & ~waiting)
+            drr_any = Signal()
+            drr_idx = Signal(range(max(T, 2)))
+            m.d.comb += [drr_any.eq(a_any | (new_round & b_any)),
+                         drr_idx.eq(Mux(a_any, a_idx, b_idx))]
+            choices["drr"] = (drr_any, drr_idx)
+        if "fifo" in codes:
+            contenders = Signal(T)
+            m.d.comb += contenders.eq(Cat(cand[t].head for t in range(T)) & ~stale & enable
+                                      & ~pending)
+            f_any, f_idx, _ = tournament(
+                m, [(contenders[t], cand[t].key) for t in range(T)], lambda a, b: a > b,
+                "fifo")
+            f_wait = Signal()
+            m.d.comb += f_wait.eq((stale & backlogged & enable & ~pending).any())
+            f_ok = Signal()
+            m.d.comb += f_ok.eq(f_any & ~f_wait & Array(eligible[t] for t in range(T))[f_idx])
+            choices["fifo"] = (f_ok, f_idx)
+
+        with m.Switch(policy):
+            for name, (any_, idx) in choices.items():
+                with m.Case(POLICY_CODES[name]):
+                    m.d.comb += [pick_valid.eq(any_), pick.eq(idx)]
+
+        dispatch = Signal()
+        m.d.comb += dispatch.eq(decide & pick_valid)
+        picked = Signal(cand_layout)
+        m.d.comb += picked.eq(Array(c.as_value() for c in cand)[pick])
+
+        # Policy state updates, only on a decision.
+        with m.If(decide):
+            if "rr" in codes:
+                with m.If((policy == POLICY_CODES["rr"]) & pick_valid):
+                    m.d.sync += rr_ptr.eq(next_index(pick))
+            if "drr" in codes:
+                with m.If(policy == POLICY_CODES["drr"]):
+                    with m.If(a_any):
+                        m.d.sync += drr_ptr.eq(next_index(a_idx))
+                        for t in range(T):
+                            with m.If(a_idx == t):
+                                m.d.sync += deficit[t].eq(deficit[t] - cand[t].bytes)
+                    with m.Elif(new_round):
+                        with m.If(b_any):
+                            m.d.sync += drr_ptr.eq(next_index(b_idx))
+                        for t in range(T):
+                            with m.If(eligible[t]):
+                                with m.If(b_any & (b_idx == t)):
+                                    m.d.sync += deficit[t].eq(refilled[t] - cand[t].bytes)
+                                with m.Else():
+                                    m.d.sync += deficit[t].eq(refilled[t])
+        # No credit for idling (DRR): an empty tenant keeps only a debt.
+        for t in range(T):
+            with m.If(~backlogged[t] & (deficit[t] > 0)):
+                m.d.sync += deficit[t].eq(0)
+
+        # DRF tags: the cost multiply lands a cycle after the dispatch, while the tenant is
+        # stale anyway, so the pick never compares a tag that is about to change.
+        tag_pending = Signal()
+        tag_tenant = Signal(range(max(T, 2)))
+        tag_dom = Signal(32)
+        m.d.sync += tag_pending.eq(dispatch)
+        with m.If(dispatch):
+            m.d.sync += [tag_tenant.eq(pick), tag_dom.eq(picked.dom),
+                         vtime.eq(Array(tags)[pick])]
+        inv_weights = [getattr(csr, f"t{t}_inv_weight") for t in range(T)]
+        tag_increment = Signal(TAG_BITS)
+        m.d.comb += tag_increment.eq((tag_dom * Array(inv_weights)[tag_tenant]) >> 8)
+        was_backlogged = Signal(T)
+        m.d.sync += was_backlogged.eq(backlogged)
+        rise = Signal(T)
+        fall = Signal(T)
+        m.d.comb += [rise.eq(backlogged & ~was_backlogged), fall.eq(~backlogged & was_backlogged)]
+        for t in range(T):
+            grown = Signal(TAG_BITS, name=f"tag_grown_t{t}")
+            m.d.comb += grown.eq(Mux(tag_pending & (tag_tenant == t), tags[t] + tag_increment,
+                                     tags[t]))
+            behind = tag_before(m, grown, vtime, f"tag_behind_t{t}")
+            # A tenant that starts a backlog starts at the virtual time: no credit for idling.
+            m.d.sync += tags[t].eq(Mux(rise[t] & behind, vtime, grown))
+
+        # --- commits, in-flight counts, stale marks ---------------------------------------------
+        swap = Signal(T)
+        for t in range(T):
+            m.d.comb += swap[t].eq(pending[t] & (in_flight[t] == 0))
+            with m.If(swap[t]):
+                m.d.sync += [active[t][i].eq(shadow[t][i]) for i in range(S)]
+            dispatched_t = Signal(name=f"dispatched_t{t}")
+            done_t = Signal(name=f"done_t{t}")
+            drop_t = Signal(name=f"drop_t{t}")
+            m.d.comb += [dispatched_t.eq(dispatch & (pick == t)),
+                         done_t.eq(self.done_valid & (self.done_tenant == t) & (in_flight[t] > 0)),
+                         drop_t.eq(self.drop_valid & (self.drop_tenant == t)
+                                   & (in_flight[t] > done_t))]
+            m.d.sync += [in_flight[t].eq(in_flight[t] + dispatched_t - done_t - drop_t),
+                         stale[t].eq(dispatched_t | swap[t])]
+        m.d.sync += pending.eq((pending & ~swap) | csr.table_commit)
+
+        # Dispatch: pop the descriptor, read the metadata, advance the tenant's port pointer.
+        for p in range(P):
+            for t in range(T):
+                m.d.comb += fifos[p][t].r_en.eq(dispatch & (pick == t) & (picked.port == p))
+        for t in range(T):
+            with m.If(dispatch & (pick == t)):
+                m.d.sync += port_ptr[t].eq(Mux(picked.port == P - 1, 0, picked.port + 1))
+
+        # --- transfer: record queue -> reader -> output buffer ----------------------------------
+        rec_layout = data.StructLayout({
+            "port": pbits, "tenant": tbits, "slot": dbits, "beats": BEATS_BITS,
+            "region": rbits, "to_region": BEATS_BITS,
+        })
+        recs = [Signal(rec_layout, name=f"rec{k}") for k in range(2)]
+        new_rec = Signal(rec_layout)
+        m.d.comb += [
+            new_rec.port.eq(picked.port), new_rec.tenant.eq(pick), new_rec.slot.eq(picked.slot),
+            new_rec.beats.eq(picked.beats), new_rec.region.eq(picked.region),
+            new_rec.to_region.eq(picked.to_region),
+        ]
+        out_count = Signal(range(3))
+        s_valid = Signal()
+        take = Signal()
+        m.d.comb += take.eq(self.o.valid & self.o.ready)
+        credit_ok = Signal()
+        m.d.comb += credit_ok.eq(out_count + s_valid <= 1 + take)
+        cur = recs[0]
+        beat_index = Signal(BEATS_BITS)
+        issue = Signal()
+        m.d.comb += issue.eq((rec_count > 0) & credit_ok)
+        issue_last = Signal()
+        m.d.comb += issue_last.eq(beat_index == cur.beats - 1)
+        rec_pop = Signal()
+        m.d.comb += rec_pop.eq(issue & issue_last)
+
+        # Record queue: push at dispatch, pop when the last beat's read is issued.
+        m.d.sync += rec_count.eq(rec_count + dispatch - rec_pop)
+        with m.If(rec_pop):
+            m.d.sync += recs[0].eq(recs[1])
+        with m.If(dispatch):
+            with m.If((rec_count - rec_pop) == 0):
+                m.d.sync += recs[0].eq(new_rec)
+            with m.Else():
+                m.d.sync += recs[1].eq(new_rec)
+        with m.If(issue):
+            m.d.sync += beat_index.eq(Mux(issue_last, 0, beat_index + 1))
+
+        rd_cur = Signal(qbits + 1)
+        m.d.comb += rd_cur.eq(Array(Array(row) for row in rd_ptr)[cur.port][cur.tenant])
+        data_rps, meta_rps = [], []
+        for p in range(P):
+            rp = data_mems[p].read_port(domain="sync", transparent_for=())
+            mp = meta_mems[p].read_port(domain="sync", transparent_for=())
+            m.d.comb += [
+                rp.addr.eq(Cat(rd_cur[:qbits], cur.tenant) if T > 1 else rd_cur[:qbits]),
+                rp.en.eq(issue & (cur.port == p)),
+                mp.addr.eq(Cat(cur.slot, cur.tenant) if T > 1 else cur.slot),
+                mp.en.eq(issue & (cur.port == p) & (beat_index == 0)),
+            ]
+            data_rps.append(rp)
+            meta_rps.append(mp)
+            for t in range(T):
+                with m.If(issue & (cur.port == p) & (cur.tenant == t)):
+                    m.d.sync += rd_ptr[p][t].eq(rd_ptr[p][t] + 1)
+                    with m.If(beat_index == 0):
+                        m.d.sync += slot_rp[p][t].eq(slot_rp[p][t] + 1)
+
+        s_port = Signal(pbits)
+        s_last = Signal()
+        s_region_beat = Signal()
+        s_beats = Signal(BEATS_BITS)
+        s_region = Signal(rbits)
+        m.d.sync += [s_valid.eq(issue)]
+        with m.If(issue):
+            m.d.sync += [s_port.eq(cur.port), s_last.eq(issue_last),
+                         s_region_beat.eq(beat_index < cur.to_region),
+                         s_beats.eq(cur.beats), s_region.eq(cur.region)]
+
+        out_layout = data.StructLayout({"beat": self.o.p.shape(), "region_beat": 1})
+        landing = Signal(out_layout)
+        word = Signal(sh.data_width + sh.beat_bytes)
+        m.d.comb += [
+            word.eq(Array(rp.data for rp in data_rps)[s_port]),
+            landing.beat.data.eq(word[:sh.data_width]),
+            landing.beat.keep.eq(word[sh.data_width:]),
+            landing.beat.last.eq(s_last),
+            landing.beat.meta.eq(Array(mp.data for mp in meta_rps)[s_port]),
+            landing.beat.meta.tag.beats.eq(s_beats),
+            landing.beat.meta.tag.region.eq(s_region),
+            landing.region_beat.eq(s_region_beat),
+        ]
+        with m.If(~s_last):
+            for flag in TAIL_FLAGS:
+                m.d.comb += getattr(landing.beat.meta.hdr.flags, flag).eq(0)
+
+        outs = [Signal(out_layout, name=f"out{k}") for k in range(2)]
+        m.d.sync += out_count.eq(out_count + s_valid - take)
+        with m.If(take):
+            m.d.sync += outs[0].eq(outs[1])
+        with m.If(s_valid):
+            with m.If((out_count - take) == 0):
+                m.d.sync += outs[0].eq(landing)
+            with m.Else():
+                m.d.sync += outs[1].eq(landing)
+        m.d.comb += [self.o.valid.eq(out_count > 0), self.o.p.eq(outs[0].beat)]
+
+        # Unsent region beats: up at dispatch, down as they leave on `o`.
+        for r in range(NR):
+            up = Signal(BEATS_BITS, name=f"unsent_up_r{r}")
+            down = Signal(name=f"unsent_down_r{r}")
+            m.d.comb += [
+                up.eq(Mux(dispatch & (picked.region == r), picked.to_region, 0)),
+                down.eq(take & outs[0].region_beat & (outs[0].beat.meta.tag.region == r)),
+            ]
+            m.d.sync += unsent[r].eq(unsent[r] + up - down)
+
+        # --- counters ---------------------------------------------------------------------------
+        for t in range(T):
+            def add(reg, *events):
+                m.d.sync += reg.eq(reg + sum(events))
+            add(getattr(csr, f"t{t}_enqueued"), *(ev_enq[p][t] for p in range(P)))
+            add(getattr(csr, f"t{t}_queue_drops"), *(ev_qdrop[p][t] for p in range(P)))
+            add(getattr(csr, f"t{t}_disabled_drops"), *(ev_ddrop[p][t] for p in range(P)))
+            with m.If(dispatch & (pick == t)):
+                m.d.sync += [
+                    getattr(csr, f"t{t}_dispatched").eq(getattr(csr, f"t{t}_dispatched") + 1),
+                    getattr(csr, f"t{t}_dispatched_beats").eq(
+                        getattr(csr, f"t{t}_dispatched_beats") + picked.beats),
+                ]
+            m.d.comb += [
+                getattr(csr, f"t{t}_backlog_beats").eq(sum(used[p][t] for p in range(P))),
+                getattr(csr, f"t{t}_in_flight").eq(in_flight[t]),
+                getattr(csr, f"t{t}_tag").eq(tags[t]),
+                getattr(csr, f"t{t}_deficit").eq(deficit[t]),
+            ]
+        m.d.sync += csr.bad_tenant_drops.eq(csr.bad_tenant_drops + sum(ev_bad))
+        m.d.comb += [csr.commit_pending.eq(pending), csr.virtual_time.eq(vtime)]
+
+        # --- trace ------------------------------------------------------------------------------
+        tr = self.trace
+        m.d.comb += [
+            tr.valid.eq((decide & eligible.any()) | rise.any() | fall.any()),
+            tr.decide.eq(decide),
+            tr.pick_valid.eq(dispatch),
+            tr.pick.eq(pick),
+            tr.eligible.eq(eligible),
+            tr.stale.eq(stale),
+            tr.backlogged.eq(backlogged),
+        ]
+        for t in range(T):
+            m.d.comb += [
+                tr.cand[t].beats.eq(cand[t].beats), tr.cand[t].bytes.eq(cand[t].bytes),
+                tr.cand[t].region.eq(cand[t].region), tr.cand[t].to_region.eq(cand[t].to_region),
+            ]
+        return m
+
+
+# ----------------------------------------------------------------------------------------------
+def _fixed(value, what):
+    """8.8 fixed point of a positive real, clamped to 16 bits."""
+    code = round(value * COST_ONE)
+    if not 1 <= code <= 0xFFFF:
+        raise ConfigError(f"{what} must be a number whose 8.8 fixed point fits 16 bits "
+                          f"(about 0.004 to 255.99), not {value!r}")
+    return code
+
+
+@dataclass
+class SchedulerConfig:
+    """Run-time configuration of :class:`TenantScheduler`, shared with the model.
+
+    ``weights`` (per tenant) give DRF inverse weights and DRR quanta (``weight * quantum``
+    bytes); ``region_costs`` are cycles a beat occupies a region; ``tables`` are per-tenant
+    lists of ``table_size`` regions (``None``: keep the reset table, region ``t mod R``);
+    ``enables`` per tenant.
+    """
+    tenants: int = 4
+    regions: int = 4
+    table_size: int = 16
+    policy: str = "drf"
+    weights: tuple = ()
+    quantum: int = DEFAULT_QUANTUM
+    region_costs: tuple = ()
+    tables: tuple | None = None
+    enables: tuple = ()
+
+    def __post_init__(self):
+        if self.policy not in POLICY_CODES:
+            raise ConfigError(f"scheduler policy must be one of {list(POLICY_CODES)}, "
+                              f"not {self.policy!r}")
+        self.weights = tuple(self.weights) or (1.0,) * self.tenants
+        self.region_costs = tuple(self.region_costs) or (1.0,) * self.regions
+        self.enables = tuple(self.enables) or (True,) * self.tenants
+        for name, values, n in (("weights", self.weights, self.tenants),
+                                ("region_costs", self.region_costs, self.regions),
+                                ("enables", self.enables, self.tenants)):
+            if len(values) != n:
+                raise ConfigError(f"scheduler {name} must have {n} entries, not {len(values)}")
+        for t, w in enumerate(self.weights):
+            _fixed(1 / w if isinstance(w, (int, float)) and w > 0 else 0, f"weights[{t}]")
+            q = round(w * self.quantum)
+            if not 1 <= q < 2 ** QUANTUM_BITS:
+                raise ConfigError(f"scheduler weights[{t}] x quantum must be 1 to "
+                                  f"{2 ** QUANTUM_BITS - 1} bytes, not {q!r}")
+        for r, c in enumerate(self.region_costs):
+            _fixed(c, f"region_costs[{r}]")
+        if self.tables is not None:
+            self.tables = tuple(tuple(row) for row in self.tables)
+            if len(self.tables) != self.tenants or any(
+                    len(row) != self.table_size or any(
+                        not isinstance(x, int) or not 0 <= x < self.regions for x in row)
+                    for row in self.tables):
+                raise ConfigError(f"scheduler tables must be {self.tenants} lists of "
+                                  f"{self.table_size} region numbers below {self.regions}")
+
+    @classmethod
+    def for_deployment(cls, shape: NicShape, table_size, regions, policy="drf", weights=None,
+                       region_costs=None):
+        """The configuration for tenants running in ``regions`` (tenant -> list of regions):
+        each tenant's table spreads its flow-hash buckets over its regions in turn; tenants
+        not listed are disabled. ``weights`` (tenant -> weight) and ``region_costs`` (region ->
+        cycles a beat) default to 1."""
+        weights = weights or {}
+        region_costs = region_costs or {}
+        tables = []
+        for t in range(shape.tenants):
+            mine = list(regions.get(t, ())) or [t % shape.regions]
+            tables.append([mine[i % len(mine)] for i in range(table_size)])
+        return cls(shape.tenants, shape.regions, table_size, policy,
+                   tuple(weights.get(t, 1) for t in range(shape.tenants)),
+                   region_costs=tuple(region_costs.get(r, 1.0) for r in range(shape.regions)),
+                   tables=tuple(tables),
+                   enables=tuple(t in regions for t in range(shape.tenants)))
+
+    def inv_weight(self, t):
+        return _fixed(1 / self.weights[t], f"weights[{t}]")
+
+    def tenant_quantum(self, t):
+        return round(self.weights[t] * self.quantum)
+
+    def cost(self, r):
+        return _fixed(self.region_costs[r], f"region_costs[{r}]")
+
+    def table(self, t):
+        if self.tables is None:
+            return [t % self.regions] * self.table_size
+        return list(self.tables[t])
+
+    def register_writes(self, block):
+        """``[(register, value), ...]`` in write order: weights, costs, tables (committed), the
+        policy, enables last (so no packet is queued under a half-written configuration)."""
+        writes = []
+        for t in range(self.tenants):
+            writes += [(f"t{t}_inv_weight", self.inv_weight(t)),
+                       (f"t{t}_quantum", self.tenant_quantum(t))]
+        for r in range(self.regions):
+            writes.append((f"r{r}_cost", self.cost(r)))
+        if self.tables is not None:
+            for t in range(self.tenants):
+                for i, region in enumerate(self.tables[t]):
+                    writes += [("table_tenant", t), ("table_index", i),
+                               ("table_region", region), ("table_write", 1)]
+            writes.append(("table_commit", 2 ** self.tenants - 1))
+        writes += [("policy", POLICY_CODES[self.policy]),
+                   ("tenant_enable", sum(int(bool(e)) << t for t, e in enumerate(self.enables)))]
+        names = {reg.name for reg in block.registers}
+        for name, _ in writes:
+            if name not in names:
+                raise ConfigError(f"scheduler register {name!r} is not in block {block.name!r} "
+                                  f"(configuration built for another shape)")
+        return writes
+
+
+# ----------------------------------------------------------------------------------------------
+SHELL_ID_TYPE = 0x534E4943  # 'SNIC'
+CSR_ADDR_WIDTH = 16
+
+
+def shell_register_map(shape: NicShape, table_size=16):
+    return RegisterMap([
+        RegisterBlock("id", SHELL_ID_TYPE, 0x0001_0000, [
+            Register("build_id", 32, R, doc="Hash of the build configuration"),
+            Register("design_version", 32, R, doc="Version of the generated design"),
+            Register("data_width", 32, R, doc="Bits per stream beat"),
+            Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
+        ], doc="Identifies the design and its build parameters"),
+        scheduler_block("sched", shape, table_size),
+    ])
+
+
+class SchedulerShell(wiring.Component):
+    """Test and benchmark shell: ``s_axis{p}`` (NIC layout on ``tuser``) into the scheduler,
+    ``m_axis`` out, the region and completion signals as plain ports, the decision ``trace``
+    out, and an AXI4-Lite register file with the ``id`` and ``sched`` blocks."""
+
+    def __init__(self, shape: NicShape, queue_beats=256, table_size=16, policies=POLICIES,
+                 queue_packets=None):
+        self.shape = shape
+        self.args = dict(queue_beats=queue_beats, table_size=table_size, policies=policies,
+                         queue_packets=queue_packets)
+        self.regmap = shell_register_map(shape, table_size)
+        user = nic_layout(shape).size
+        members = {f"s_axis{p}": In(AxiStreamSignature(shape.data_width, user))
+                   for p in range(shape.ports)}
+        members.update({
+            "m_axis": Out(AxiStreamSignature(shape.data_width, user)),
+            "region_free": In(BEATS_BITS * shape.regions),
+            "region_empty": In(shape.regions),
+            "region_online": In(shape.regions),
+            "header_only": In(shape.regions),
+            "done_valid": In(1),
+            "done_tenant": In(shape.tenant_bits),
+            "decision": Out(trace_layout(shape, queue_beats).size),
+            "s_axil": In(AxiLiteSignature(CSR_ADDR_WIDTH)),
+        })
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        sh = self.shape
+        layout = nic_layout(sh)
+        m.submodules.sched = sched = TenantScheduler(sh, **self.args)
+        for p in range(sh.ports):
+            rx = AxiStreamToPacket(sh.data_width, layout)
+            m.submodules[f"rx{p}"] = rx
+            wiring.connect(m, wiring.flipped(getattr(self, f"s_axis{p}")), rx.s_axis)
+            wiring.connect(m, rx.o, sched.i[p])
+        m.submodules.tx = tx = PacketToAxiStream(sh.data_width, layout)
+        wiring.connect(m, sched.o, tx.i)
+        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
+        m.submodules.csr = regs = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
+        wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
+        wiring.connect(m, regs.fields.sched, sched.csr)
+        m.d.comb += [
+            sched.region_free.eq(self.region_free),
+            sched.region_empty.eq(self.region_empty),
+            sched.region_online.eq(self.region_online),
+            sched.header_only.eq(self.header_only),
+            sched.done_valid.eq(self.done_valid),
+            sched.done_tenant.eq(self.done_tenant),
+            self.decision.eq(sched.trace.as_value()),
+            regs.field("id", "data_width").eq(sh.data_width),
+            regs.field("id", "header_bytes").eq(sh.header_bytes),
+            regs.field("id", "design_version").eq(0x0001_0000),
+        ]
+        return m

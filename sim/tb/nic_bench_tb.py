@@ -1,0 +1,371 @@
+"""cocotb benches of the multi-tenant NIC: fair shares under saturation, scaling over
+instances, scale-out reaction, and added latency. Driven by :mod:`supernic.tools.bench_nic`.
+
+The scenario comes as JSON in ``SNIC_SCENARIO``; results go to ``SNIC_RESULT``. Traffic is a
+pool of fixed-size frames per tenant, aimed at the tenant's chain (its test traffic, without
+malformed frames) and tagged with its key; each port always has a beat ready and picks the
+tenant on it that has offered the fewest beats, so every tenant offers the same bandwidth
+(half a port each when two share one) and is backlogged.
+"""
+
+import json
+import os
+
+import cocotb
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from supernic.driver.discovery import read_register, write_register
+from supernic.hw.chain.spec import load_chain
+from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
+from supernic.hw.nic.layout import NicShape
+from supernic.hw.nic.scheduler import SchedulerConfig, scheduler_block
+from supernic.sim.axil_bus import AxiLiteRegisterBus
+from supernic.sim.bfm import frame_to_beats, start_and_reset
+from supernic.sim.chain_model import chain_traffic
+from supernic.sim.nic.nic_model import tag_frame
+from supernic.sim.parser_model import ParserModel
+
+
+def _design():
+    with open(os.environ["SNIC_REGMAP"]) as f:
+        design = json.load(f)
+    cfg = design["config"]
+    shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"],
+                     len(cfg["regions"]))
+    return design, shape
+
+
+def _result(result):
+    if "SNIC_RESULT" in os.environ:
+        with open(os.environ["SNIC_RESULT"], "w") as f:
+            json.dump(result, f)
+
+
+def tenant_frames(spec, size, key, count, seed, header_bytes):
+    """``count`` frames of exactly ``size`` bytes for ``spec``, tagged with ``key``."""
+    parser = ParserModel(header_bytes)
+    out = []
+    while len(out) < count:
+        for f in chain_traffic(spec, 4 * count, seed, malformed=0.0, size_dist=size - 4,
+                               header_bytes=header_bytes):
+            meta = parser.parse(f)
+            if meta["vxlan"] or meta["vlan_count"]:
+                continue
+            tagged = tag_frame(f, meta, key)
+            if len(tagged) == size:
+                out.append(tagged)
+        seed += 1
+    return out[:count]
+
+
+class Nic:
+    """Register access and deployment for a bench."""
+
+    def __init__(self, dut, design, shape):
+        self.dut, self.design, self.shape = dut, design, shape
+        self.regmap = design["registers"]
+        self.bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
+
+    async def read(self, block, reg):
+        return await read_register(self.bus, self.regmap, block, reg)
+
+    async def write(self, block, reg, value):
+        await write_register(self.bus, self.regmap, block, reg, value)
+
+    async def load(self, region, chain):
+        """Load personality ``chain`` into ``region`` (drain, reconfigure); return the cycles
+        from the strobe until the region is online again."""
+        names = [p["name"] for p in self.design["regions"][region]]
+        index = names.index(chain)
+        if await self.read(f"region{region}", "active") == index:
+            return 0
+        start = self.dut_cycles()
+        await self.write(f"region{region}", "load_index", index)
+        await self.write(f"region{region}", "load", 1)
+        while not (await self.read(f"region{region}", "online")
+                   and await self.read(f"region{region}", "active") == index):
+            await ClockCycles(self.dut.clk, 16)
+        return self.dut_cycles() - start
+
+    def dut_cycles(self):
+        return int(self.dut.parser0.now.value)
+
+    async def deploy(self, tenants, policy, table=None):
+        """``tenants``: list of dicts with ``id``, ``chain`` (a ChainSpec), ``regions``,
+        ``keys``, ``weight``."""
+        classifier = ClassifierConfig.from_tenants([(t["id"], t["keys"]) for t in tenants],
+                                                   default=None)
+        cfg = self.design["config"]
+        for p in range(self.shape.ports):
+            block = classifier_block(f"classifier{p}", self.shape, cfg["classifier_entries"])
+            for reg, value in classifier.register_writes(block):
+                await self.write(f"classifier{p}", reg, value)
+        costs = {}
+        for t in tenants:
+            for r in t["regions"]:
+                costs[r] = t["chain"].cycles_per_beat(self.shape.data_width)
+        sched = SchedulerConfig.for_deployment(
+            self.shape, self.design["config"]["table_size"],
+            {t["id"]: t["regions"] for t in tenants}, policy=policy,
+            weights={t["id"]: t.get("weight", 1) for t in tenants}, region_costs=costs)
+        block = scheduler_block("scheduler", self.shape, cfg["table_size"])
+        for reg, value in sched.register_writes(block):
+            await self.write("scheduler", reg, value)
+        for t in tenants:
+            spec = t["chain"]
+            for r in t["regions"]:
+                for node in spec.node_list():
+                    for reg, value in node.config.register_writes(node.params):
+                        await self.write(f"r{r}_{spec.name}_{node.name}", reg, value)
+
+
+class SaturatingSource:
+    """Every port always has a beat ready; the sink is always ready (see the module
+    docstring). Runs until ``stop`` is set."""
+
+    def __init__(self, dut, shape, per_port):
+        self.dut, self.shape = dut, shape
+        # per_port[p] = [(tenant, [beats of frame 0], [beats of frame 1], ...)]
+        self.per_port = per_port
+        self.stop = False
+
+    async def run(self):
+        dut, shape = self.dut, self.shape
+        ports = range(shape.ports)
+        s = [(getattr(dut, f"s_axis{p}__tdata"), getattr(dut, f"s_axis{p}__tkeep"),
+              getattr(dut, f"s_axis{p}__tlast"), getattr(dut, f"s_axis{p}__tvalid"),
+              getattr(dut, f"s_axis{p}__tready")) for p in ports]
+        offered = [[0] * len(self.per_port[p]) for p in ports]
+        next_frame = [[0] * len(self.per_port[p]) for p in ports]
+        current = [None for _ in ports]   # (beats, index)
+        dut.m_axis__tready.value = 1
+        edge = RisingEdge(dut.clk)
+        while not self.stop:
+            await edge
+            for p in ports:
+                tdata, tkeep, tlast, tvalid, tready = s[p]
+                if current[p] is not None and tready.value:
+                    beats, i = current[p]
+                    i += 1
+                    current[p] = (beats, i) if i < len(beats) else None
+                if current[p] is None and self.per_port[p]:
+                    k = min(range(len(offered[p])), key=offered[p].__getitem__)
+                    _, frames = self.per_port[p][k]
+                    beats = frames[next_frame[p][k] % len(frames)]
+                    next_frame[p][k] += 1
+                    offered[p][k] += len(beats)
+                    current[p] = (beats, 0)
+                if current[p] is not None:
+                    beats, i = current[p]
+                    data, keep, last = beats[i][:3]
+                    tdata.value, tkeep.value, tlast.value = data, keep, last
+                    tvalid.value = 1
+                else:
+                    tvalid.value = 0
+        for p in ports:
+            s[p][3].value = 0
+
+
+def _pool(shape, tenants, header_bytes, count=64):
+    """Per port, ``(tenant id, [frame beats...])`` for the tenants on it."""
+    per_port = [[] for _ in range(shape.ports)]
+    for t in tenants:
+        frames = tenant_frames(t["chain"], t["size"], t["keys"][0], count, 11 + t["id"],
+                               header_bytes)
+        per_port[t["port"]].append(
+            (t["id"], [frame_to_beats(f, shape.data_width) for f in frames]))
+    return per_port
+
+
+def _tenants(scenario):
+    out = []
+    for t in scenario["tenants"]:
+        t = dict(t)
+        t["chain"] = load_chain(t["chain"])
+        t.setdefault("keys", [100 + t["id"]])
+        out.append(t)
+    return out
+
+
+async def _usage(nic, tenants):
+    """Per tenant: beats dispatched, region cycles, packets and bytes delivered."""
+    out = {}
+    for t in tenants:
+        i = t["id"]
+        out[i] = {
+            "dispatched_beats": await nic.read("scheduler", f"t{i}_dispatched_beats"),
+            "region_cycles": await nic.read("store", f"t{i}_region_cycles"),
+            "delivered": await nic.read("egress", f"t{i}_delivered"),
+            "delivered_bytes": await nic.read("egress", f"t{i}_delivered_bytes"),
+            "queue_drops": await nic.read("scheduler", f"t{i}_queue_drops"),
+        }
+    out["cycle"] = nic.dut_cycles()
+    return out
+
+
+@cocotb.test()
+async def shares(dut):
+    """All tenants backlogged under one policy: per-tenant use of each resource over a window
+    after a warm-up."""
+    design, shape = _design()
+    scenario = json.loads(os.environ["SNIC_SCENARIO"])
+    tenants = _tenants(scenario)
+    await start_and_reset(dut)
+    nic = Nic(dut, design, shape)
+    for r, chain in scenario.get("loads", {}).items():
+        await nic.load(int(r), chain)
+    await nic.deploy(tenants, scenario["policy"])
+    source = SaturatingSource(dut, shape, _pool(shape, tenants, shape.header_bytes))
+    task = cocotb.start_soon(source.run())
+    await ClockCycles(dut.clk, scenario.get("warmup", 5000))
+    before = await _usage(nic, tenants)
+    await ClockCycles(dut.clk, scenario.get("window", 20000))
+    after = await _usage(nic, tenants)
+    source.stop = True
+    await task
+    cycles = after["cycle"] - before["cycle"]
+    usage = {}
+    for t in tenants:
+        i = t["id"]
+        d = {k: after[i][k] - before[i][k] for k in before[i]}
+        beats_per_packet = -(-t["size"] // shape.beat_bytes)
+        usage[i] = {
+            "name": t["name"], "weight": t.get("weight", 1),
+            "ingress": d["dispatched_beats"] / cycles,
+            "region": d["region_cycles"] / (cycles * shape.regions),
+            "egress": d["delivered"] * beats_per_packet / cycles,
+            "delivered_packets": d["delivered"], "queue_drops": d["queue_drops"],
+        }
+    _result({"policy": scenario["policy"], "cycles": cycles, "usage": usage})
+
+
+@cocotb.test()
+async def scaling(dut):
+    """One tenant on a region-bound chain with 1..k instances: delivered beats a cycle for each
+    count, then the scale-out reaction of the control loop."""
+    design, shape = _design()
+    scenario = json.loads(os.environ["SNIC_SCENARIO"])
+    tenants = _tenants(scenario)
+    tenant = tenants[0]
+    await start_and_reset(dut)
+    nic = Nic(dut, design, shape)
+    chain = tenant["chain"].name
+    reconfig = {}
+    for r in scenario["instances"]:
+        reconfig[r] = await nic.load(r, chain)
+    points = []
+    for k in range(1, len(scenario["instances"]) + 1):
+        tenant["regions"] = scenario["instances"][:k]
+        await nic.deploy([tenant], scenario["policy"])
+        source = SaturatingSource(dut, shape, _pool(shape, [tenant], shape.header_bytes, 128))
+        task = cocotb.start_soon(source.run())
+        await ClockCycles(dut.clk, scenario.get("warmup", 4000))
+        before = await _usage(nic, [tenant])
+        await ClockCycles(dut.clk, scenario.get("window", 12000))
+        after = await _usage(nic, [tenant])
+        source.stop = True
+        await task
+        await ClockCycles(dut.clk, 3000)   # drain before the table changes
+        cycles = after["cycle"] - before["cycle"]
+        i = tenant["id"]
+        delivered = after[i]["delivered"] - before[i]["delivered"]
+        beats = delivered * -(-tenant["size"] // shape.beat_bytes)
+        points.append({"instances": k, "beats_per_cycle": beats / cycles})
+    reaction = await _scale_out_reaction(dut, nic, shape, tenant, scenario)
+    _result({"points": points, "reconfig_cycles": reconfig, "reaction": reaction})
+
+
+async def _scale_out_reaction(dut, nic, shape, tenant, scenario):
+    """One instance under overload; the control loop (:class:`AutoScaler`, sampling the
+    tenant's counters every ``period`` cycles) decides to scale out; the driver loads the
+    chain into a free region (it holds another personality, so this is a real
+    reconfiguration), waits for it to come online, points half the tenant's flow buckets at it
+    and commits. Cycles from the overload's start to each step."""
+    from supernic.driver.autoscale import AutoScaleConfig, AutoScaler, ChainSample, ScaleOut
+    first, spare = scenario["instances"][0], scenario["instances"][1]
+    chain = tenant["chain"].name
+    other = next(p["name"] for p in nic.design["regions"][spare] if p["name"] != chain)
+    await nic.load(spare, other)
+    tenant["regions"] = [first]
+    await nic.deploy([tenant], scenario["policy"])
+    period = scenario.get("period", 500)
+    scaler = AutoScaler(AutoScaleConfig(high_occupancy=4 * shape.header_beats,
+                                        low_throughput=1, up_samples=2))
+    source = SaturatingSource(dut, shape, _pool(shape, [tenant], shape.header_bytes, 128))
+    task = cocotb.start_soon(source.run())
+    start = nic.dut_cycles()
+    i = tenant["id"]
+    last = {"dispatched": 0, "drops": 0}
+    steps = {}
+    while "decided" not in steps:
+        await ClockCycles(dut.clk, period)
+        dispatched = await nic.read("scheduler", f"t{i}_dispatched_beats")
+        drops = await nic.read("scheduler", f"t{i}_queue_drops")
+        sample = ChainSample(i, chain, await nic.read("scheduler", f"t{i}_backlog_beats"),
+                             dispatched - last["dispatched"], drops - last["drops"], (first,))
+        last = {"dispatched": dispatched, "drops": drops}
+        if any(isinstance(d, ScaleOut) for d in scaler.step([sample], 1, {i: 2})):
+            steps["decided"] = nic.dut_cycles() - start
+        if nic.dut_cycles() - start > 200_000:
+            break
+    before = await nic.read(f"region{spare}", "packets_in")
+    await nic.load(spare, chain)
+    steps["online"] = nic.dut_cycles() - start
+    tenant["regions"] = [first, spare]
+    await nic.deploy([tenant], scenario["policy"])
+    steps["committed"] = nic.dut_cycles() - start
+    while await nic.read(f"region{spare}", "packets_in") == before:
+        await ClockCycles(dut.clk, 8)
+        if nic.dut_cycles() - start > 400_000:
+            break
+    steps["first_packet"] = nic.dut_cycles() - start
+    source.stop = True
+    await task
+    return {"sample_period_cycles": period, **steps,
+            "reconfig_cycles": await nic.read(f"region{spare}", "reconfig_cycles")}
+
+
+@cocotb.test()
+async def latency(dut):
+    """Cycles from a packet's first beat in to its first beat out through an idle NIC."""
+    design, shape = _design()
+    scenario = json.loads(os.environ["SNIC_SCENARIO"])
+    tenants = _tenants(scenario)
+    await start_and_reset(dut)
+    nic = Nic(dut, design, shape)
+    for r, chain in scenario.get("loads", {}).items():
+        await nic.load(int(r), chain)
+    await nic.deploy(tenants, scenario["policy"])
+    t = tenants[0]
+    frames = tenant_frames(t["chain"], t["size"], t["keys"][0], 16, 5, shape.header_bytes)
+    p = t["port"]
+    tdata, tkeep, tlast = (getattr(dut, f"s_axis{p}__{n}") for n in ("tdata", "tkeep", "tlast"))
+    tvalid, tready = getattr(dut, f"s_axis{p}__tvalid"), getattr(dut, f"s_axis{p}__tready")
+    dut.m_axis__tready.value = 1
+    samples = []
+    for frame in frames:
+        beats = frame_to_beats(frame, shape.data_width)
+        start = None
+        i = 0
+        cycle = 0
+        out = None
+        tvalid.value = 1
+        tdata.value, tkeep.value, tlast.value = beats[0][:3]
+        while out is None:
+            await RisingEdge(dut.clk)
+            cycle += 1
+            if i < len(beats) and tready.value:
+                if i == 0:
+                    start = cycle
+                i += 1
+                if i < len(beats):
+                    tdata.value, tkeep.value, tlast.value = beats[i][:3]
+                else:
+                    tvalid.value = 0
+            if dut.m_axis__tvalid.value and out is None:
+                out = cycle
+            if cycle > 20000:
+                raise TimeoutError("no packet came out")
+        samples.append(out - start)
+        await ClockCycles(dut.clk, 200)
+    _result({"samples": samples, "size": t["size"]})

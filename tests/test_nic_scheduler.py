@@ -1,0 +1,184 @@
+"""Tenant scheduler: constructor and configuration checks, the model's policies, and the
+hardware against the model on Verilator at 64 bits (random and malformed traffic with idle,
+backpressure, offline regions and table commits; saturation shares per policy; latency)."""
+
+import pytest
+
+from supernic.hw.nic.layout import NicShape
+from supernic.hw.nic.scheduler import (SchedulerConfig, SchedulerShell, TenantScheduler,
+                                       scheduler_block, shell_register_map, trace_layout)
+from supernic.hw.config import ConfigError
+from supernic.sim.build import build_simulator, generated_component
+from supernic.sim.nic.scheduler import (SchedulerModel, TenantLoad, drf_allocation,
+                                        expected_shares)
+from supernic.sim.session import run_bench
+
+SHAPE = NicShape(data_width=64, header_bytes=128, tenants=4, ports=2, regions=4)
+QUEUE_BEATS = 256
+QUEUE_PACKETS = 16
+TABLE_SIZE = 16
+TB = "supernic.sim.tb.scheduler_tb"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"queue_beats": 100}, "Queue beats must be a power of two from 4 to 4096, not 100"),
+    ({"queue_packets": 3}, "Queue packets must be a power of two from 2 to queue beats (256), "
+                           "not 3"),
+    ({"table_size": 12}, "Table size must be a power of two from 1 to 256, not 12"),
+    ({"policies": ("drf", "wfq")}, "Policies must be a non-empty sequence of distinct names "
+                                   "from ('drf', 'rr', 'drr', 'fifo'), not ('drf', 'wfq')"),
+])
+def test_constructor_errors(kwargs, message):
+    with pytest.raises(ValueError) as info:
+        TenantScheduler(SHAPE, **kwargs)
+    assert str(info.value) == message
+
+
+def test_config_errors_and_writes():
+    with pytest.raises(ConfigError, match="scheduler policy must be one of"):
+        SchedulerConfig(policy="wfq")
+    with pytest.raises(ConfigError, match="scheduler weights must have 4 entries, not 2"):
+        SchedulerConfig(weights=(1, 2))
+    with pytest.raises(ConfigError, match=r"region_costs\[1\] must be a number"):
+        SchedulerConfig(region_costs=(1, 0, 1, 1))
+    config = SchedulerConfig(policy="drr", weights=(1, 2, 0.5, 1), quantum=1000,
+                             tables=[[t] * TABLE_SIZE for t in range(4)],
+                             enables=(1, 1, 1, 0))
+    writes = config.register_writes(scheduler_block("sched", SHAPE, TABLE_SIZE))
+    assert ("t1_inv_weight", 0x80) in writes and ("t2_inv_weight", 0x200) in writes
+    assert ("t1_quantum", 2000) in writes and ("t2_quantum", 500) in writes
+    assert writes.count(("table_write", 1)) == 4 * TABLE_SIZE
+    assert writes[-2:] == [("policy", 2), ("tenant_enable", 0b0111)]
+    with pytest.raises(ConfigError, match="not in block"):
+        SchedulerConfig(tenants=8, regions=4).register_writes(
+            scheduler_block("sched", SHAPE, TABLE_SIZE))
+
+
+def test_block_header():
+    block = scheduler_block("sched", SHAPE, TABLE_SIZE)
+    assert (block.type_id, block.version) == (0x53434844, 0x0001_0000)
+    names = {r.name for r in block.registers}
+    assert {"policy", "tenant_enable", "t3_inv_weight", "r3_cost", "table_commit",
+            "t0_queue_drops", "t3_tag"} <= names
+
+
+def _record(T, eligible, cand, decide=1, stale=0, back=None):
+    return {"decide": decide, "pick_valid": 0, "pick": 0,
+            "eligible": [bool(eligible >> t & 1) for t in range(T)],
+            "stale": [bool(stale >> t & 1) for t in range(T)],
+            "backlogged": [True] * T if back is None else back, "cand": cand}
+
+
+def test_model_drf_follows_dominant_costs():
+    """Tenant 0's region costs 8 a beat over 4 regions: its dominant share is the region's,
+    twice its link share, so it gets half the packets of tenant 1."""
+    config = SchedulerConfig(tenants=2, regions=4, policy="drf", region_costs=(8, 1, 1, 1))
+    model = SchedulerModel(config)
+    cand = [{"beats": 4, "bytes": 32, "region": 0, "to_region": 4},
+            {"beats": 4, "bytes": 32, "region": 1, "to_region": 4}]
+    picks = []
+    for _ in range(300):
+        rec = _record(2, 0b11, cand)
+        t = model.step(rec)
+        rec.update(pick_valid=1, pick=t)
+        picks.append(t)
+    assert abs(picks.count(1) / picks.count(0) - 2) < 0.05
+    loads = [TenantLoad(4, 32, 0, 4), TenantLoad(4, 32, 1, 4)]
+    assert expected_shares("drf", loads, config) == pytest.approx([1 / 3, 2 / 3])
+    rates = drf_allocation(loads, config)
+    assert rates[0] * 2 * 4 == pytest.approx(rates[1] * 4)    # equal dominant shares
+
+
+def test_model_drr_equal_bytes():
+    config = SchedulerConfig(tenants=2, regions=4, policy="drr", quantum=300)
+    model = SchedulerModel(config)
+    cand = [{"beats": 8, "bytes": 60, "region": 0, "to_region": 8},
+            {"beats": 190, "bytes": 1500, "region": 1, "to_region": 190}]
+    sent = [0, 0]
+    for _ in range(2000):
+        t = model.step(_record(2, 0b11, cand))
+        if t is not None:
+            sent[t] += cand[t]["bytes"]
+    assert abs(sent[0] / sent[1] - 1) < 0.05
+
+
+# --- hardware ----------------------------------------------------------------------------------
+def scheduler_simulator():
+    """The shell at 64 bits, built once (cached by the gateware sources)."""
+    name = "nic_scheduler_w64"
+    args = dict(queue_beats=QUEUE_BEATS, table_size=TABLE_SIZE, queue_packets=QUEUE_PACKETS)
+    regmap = shell_register_map(SHAPE, TABLE_SIZE)
+    description = {
+        "config": {"shape": {k: getattr(SHAPE, k) for k in SHAPE.__dataclass_fields__},
+                   "queue_beats": QUEUE_BEATS, "table_size": TABLE_SIZE,
+                   "queue_packets": QUEUE_PACKETS,
+                   "trace_bits": trace_layout(SHAPE, QUEUE_BEATS).size},
+        "registers": regmap.to_json(),
+    }
+    paths = generated_component(name, description, lambda: SchedulerShell(SHAPE, **args),
+                                description)
+    return build_simulator(paths["verilog"], name, paths["regmap"])
+
+
+@pytest.fixture(scope="module")
+def simulator():
+    return scheduler_simulator()
+
+
+@pytest.mark.parametrize("policy", ["drf", "drr", "rr", "fifo"])
+def test_random_traffic(simulator, policy, tmp_path):
+    result = run_bench(simulator, "random_traffic", {
+        "SNIC_SEED": 11 + len(policy), "SNIC_PACKETS": 400, "SNIC_POLICY": policy,
+        "SNIC_TABLE_CHANGES": 4,
+    }, test_dir=tmp_path, module=TB)
+    assert not result["problems"]
+    assert result["model_mismatches"] == 0
+    assert result["queue_drops"] > 0 and result["disabled_drops"] > 0
+    assert result["table_epochs_used"] > 0
+
+
+SATURATION = {
+    # rr: equal packets; sizes differ, so beats differ. Every share must stay below the
+    # P / tenants = 0.5 beats a cycle each tenant is offered, or the tenant is not backlogged.
+    "rr": {"SNIC_SIZES": [64, 96, 32, 64]},
+    # drr: equal bytes (weights 1), whatever the sizes.
+    "drr": {"SNIC_SIZES": [64, 200, 16, 600]},
+    # drf: tenant 0's region costs 8 a beat (region-heavy), tenant 1 has weight 2.
+    "drf": {"SNIC_SIZES": [64, 64, 16, 200], "SNIC_WEIGHTS": [1, 2, 1, 1],
+            "SNIC_COSTS": [8, 1, 1, 1]},
+    "fifo": {"SNIC_SIZES": [64, 200, 16, 64]},
+}
+
+
+@pytest.mark.parametrize("policy", list(SATURATION))
+def test_saturation_shares(simulator, policy, tmp_path):
+    import json
+    env = {k: json.dumps(v) for k, v in SATURATION[policy].items()}
+    result = run_bench(simulator, "saturation", {
+        **env, "SNIC_POLICY": policy, "SNIC_CYCLES": 4000, "SNIC_WARMUP": 600,
+    }, test_dir=tmp_path, module=TB)
+    assert not result["problems"]
+    assert result["model_mismatches"] == 0
+    assert result["out_beats_per_cycle"] > 0.97
+    if policy == "fifo":
+        assert result["fifo_order"]
+    else:
+        for got, want in zip(result["shares"], result["expected_shares"]):
+            assert abs(got - want) < 0.03, (result["shares"], result["expected_shares"])
+    if policy == "drf":
+        dom = result["dominant_shares"]
+        assert max(dom) / min(dom) < 1.06, dom
+
+
+@pytest.mark.parametrize("policy", ["drf", "rr"])
+def test_one_beat_packets_and_latency(simulator, policy, tmp_path):
+    import json
+    result = run_bench(simulator, "saturation", {
+        "SNIC_SIZES": json.dumps([8] * 4), "SNIC_POLICY": policy, "SNIC_CYCLES": 2000,
+        "SNIC_WARMUP": 200,
+    }, test_dir=tmp_path, module=TB)
+    assert result["out_beats_per_cycle"] > 0.95
+    result = run_bench(simulator, "latency", {"SNIC_POLICY": policy}, test_dir=tmp_path,
+                       module=TB)
+    assert max(result["latency_cycles"]) <= 8
+    assert result["one_tenant_1beat_beats_per_cycle"] >= 0.49

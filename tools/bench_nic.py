@@ -1,0 +1,267 @@
+"""`snic bench fairness|scaling|latency`: the multi-tenant NIC measured on Verilator.
+
+All three run one 512-bit bench design (:data:`BENCH_NIC`): two ingress ports, four regions
+that can each load the ``web`` chain (ACL, NAT, Maglev load balancer: header-only) or the
+``secure`` chain (ACL, ChaCha20, checksum offload: whole packets, 5 cycles a beat at 512 bits,
+the compute-heavy one).
+
+``fairness``: four backlogged tenants (each port always has a beat ready, shared evenly by the
+two tenants on it, so each offers half a port: twice what the NIC can dispatch in total) under
+each scheduler in turn, same design, same traffic:
+
+* ``flood``: 64-byte packets, web chain, port 0;
+* ``bulk``: 1,500-byte packets, web chain, port 0;
+* ``compute``: 512-byte packets, secure chain (region-bound), port 1;
+* ``light``: 256-byte packets, web chain, port 1.
+
+Per tenant it measures the share of each resource over a window: dispatch (ingress) beats a
+cycle, region time (cycles its packets held a region's input, over R regions), egress beats a
+cycle; the dominant share is the largest, divided by the tenant's weight. Jain's index over the
+dominant shares (1.0 = perfectly fair; goal at least 0.98 for DRF), and each tenant's dominant
+share against the weighted-DRF ideal (:func:`ideal_shares`: progressive filling over the same
+resources with each tenant's own limits: half a port offered, its regions' time).
+
+``scaling``: one tenant on the secure chain (region-bound), 1 to 4 instances: delivered beats a
+cycle for each count and the ratio to one instance (goal at least 0.95 x instances); the
+reconfiguration time of loading the chain into each region; and the scale-out reaction time of
+the control loop (:mod:`supernic.driver.autoscale`) from overload to the new instance's first
+packet.
+
+``latency``: cycles from first beat in to first beat out through the idle NIC for 64-byte and
+1,500-byte packets on the web chain (3 NTs), against the same chain alone behind its parser
+(:mod:`supernic.hw.chain.top`) in the same run: the difference is what classifier, queues,
+scheduler, store and egress add (goal: 16 cycles or fewer at 512 bits).
+"""
+
+import json
+import time
+
+from ..hw.config import DesignConfig
+from ..sim.build import cache_root
+from ..sim.session import chain_simulator, design_simulator, quiet_fds, run_bench
+
+__all__ = ["BENCH_NIC", "FAIRNESS_TENANTS", "fairness_bench", "fairness_show",
+           "scaling_bench", "scaling_show", "latency_bench", "latency_show", "ideal_shares",
+           "jain"]
+
+BENCH_NIC = DesignConfig(
+    name="nic_bench", data_width=512, tenants=4, ports=2,
+    regions=(("web", "secure"), ("web", "secure"), ("secure", "web"), ("web", "secure")),
+    queue_beats=256, store_beats=2048, table_size=64)
+
+FAIRNESS_TENANTS = [
+    {"id": 0, "name": "flood", "chain": "web", "regions": [0], "size": 64, "port": 0},
+    {"id": 1, "name": "bulk", "chain": "web", "regions": [1], "size": 1500, "port": 0},
+    {"id": 2, "name": "compute", "chain": "secure", "regions": [2], "size": 512, "port": 1},
+    {"id": 3, "name": "light", "chain": "web", "regions": [3], "size": 256, "port": 1},
+]
+POLICIES = ("drf", "drr", "rr", "fifo")
+MB_MODULE = "supernic.sim.tb.nic_bench_tb"
+
+
+def _chain_path(name):
+    return str(BENCH_NIC.with_(chains=(name,)).chain_paths()[0])
+
+
+def jain(xs):
+    """Jain's fairness index (Jain, Chiu, Hawe, DEC-TR-301, 1984): 1 when all are equal."""
+    xs = list(xs)
+    total = sum(xs)
+    squares = sum(x * x for x in xs)
+    return total * total / (len(xs) * squares) if squares else 1.0
+
+
+def ideal_shares(demands, capacity, limits, weights):
+    """Weighted DRF by progressive filling (Ghodsi et al., NSDI 2011, §4) with continuous
+    rates. ``demands[t][k]``: share of resource ``k`` one unit of tenant t's work takes;
+    ``capacity[k]``: 1.0 each; ``limits[t]``: most units t can use (what it offers, what its
+    regions can do). Returns each tenant's weighted dominant share."""
+    active = set(demands)
+    rate = {t: 0.0 for t in demands}
+    dom = {t: max(demands[t].values()) for t in demands}
+    used = {k: 0.0 for k in capacity}
+    while active:
+        # Raise every active tenant's weighted dominant share by the same step s: tenant t's
+        # rate grows by s * w_t / dom_t. Find the largest s before a resource or limit binds.
+        grow = {t: weights[t] / dom[t] for t in active}
+        step = min([(limits[t] - rate[t]) / grow[t] for t in active] + [
+            (capacity[k] - used[k]) / sum(grow[t] * demands[t][k] for t in active)
+            for k in capacity if sum(grow[t] * demands[t][k] for t in active) > 0])
+        for t in active:
+            rate[t] += step * grow[t]
+        used = {k: sum(rate[t] * demands[t][k] for t in demands) for k in capacity}
+        full = {k for k in capacity if used[k] >= capacity[k] - 1e-9}
+        active = {t for t in active if rate[t] < limits[t] - 1e-9
+                  and not any(demands[t][k] > 0 for k in full)}
+    return {t: rate[t] * dom[t] / weights[t] for t in demands}
+
+
+def _ideal(tenants, shape_regions, data_width):
+    from ..hw.chain.spec import load_chain
+    demands, limits, weights = {}, {}, {}
+    for t in tenants:
+        cost = load_chain(_chain_path(t["chain"])).cycles_per_beat(data_width)
+        # One unit = one beat a cycle dispatched.
+        demands[t["id"]] = {"ingress": 1.0, "region": cost / shape_regions, "egress": 1.0}
+        limits[t["id"]] = min(0.5, len(t["regions"]) / cost)
+        weights[t["id"]] = t.get("weight", 1)
+    return ideal_shares(demands, {"ingress": 1.0, "region": 1.0, "egress": 1.0}, limits,
+                        weights)
+
+
+def _scenario(tenants, policy, **extra):
+    out = []
+    for t in tenants:
+        t = dict(t)
+        t["chain"] = _chain_path(t["chain"])
+        out.append(t)
+    return json.dumps({"tenants": out, "policy": policy, **extra})
+
+
+def _sim(status, log):
+    with quiet_fds(log):
+        return design_simulator(BENCH_NIC, progress=status.update)
+
+
+def fairness_bench(config, console, quick, tenants=None, policies=POLICIES):
+    log = cache_root() / "logs" / "bench-fairness.log"
+    tenants = tenants or FAIRNESS_TENANTS
+    window = 6000 if quick else 20000
+    figures = {"benchmark": "fairness", "log": str(log), "design": "nic_bench (512-bit)",
+               "window_cycles": window, "tenants": [
+                   {k: t[k] for k in ("name", "chain", "size", "port")} | {
+                       "weight": t.get("weight", 1)} for t in tenants], "policies": {}}
+    ideal = _ideal(tenants, len(BENCH_NIC.regions), BENCH_NIC.data_width)
+    figures["ideal_dominant_shares"] = {t["name"]: round(ideal[t["id"]], 4) for t in tenants}
+    t0 = time.monotonic()
+    with console.status("fairness bench") as status:
+        sim = _sim(status, log)
+        for policy in policies:
+            status.update(f"{policy}: four backlogged tenants, {window} cycles...")
+            with quiet_fds(log):
+                got = run_bench(sim, "shares", {
+                    "SNIC_SCENARIO": _scenario(tenants, policy, window=window,
+                                               warmup=3000 if quick else 6000)},
+                                module=MB_MODULE)
+            row = {}
+            shares = []
+            for t in tenants:
+                u = got["usage"][str(t["id"])]
+                dominant = max(u["ingress"], u["region"], u["egress"]) / u["weight"]
+                shares.append(dominant)
+                row[t["name"]] = {
+                    "ingress": round(u["ingress"], 4), "region": round(u["region"], 4),
+                    "egress": round(u["egress"], 4), "dominant_share": round(dominant, 4),
+                    "ideal": round(ideal[t["id"]], 4),
+                    "to_ideal": round(dominant / ideal[t["id"]], 3),
+                    "queue_drops": u["queue_drops"]}
+            figures["policies"][policy] = {
+                "jain": round(jain(shares), 4), "tenants": row,
+                "dispatched_beats_per_cycle": round(sum(
+                    got["usage"][str(t["id"])]["ingress"] for t in tenants), 4)}
+    if "drf" in figures["policies"]:
+        figures["drf_jain"] = figures["policies"]["drf"]["jain"]
+        figures["drf_goal_met"] = figures["drf_jain"] >= 0.98
+    figures["seconds"] = round(time.monotonic() - t0, 1)
+    return figures
+
+
+def fairness_show(result, console):
+    from rich.table import Table
+    table = Table(title="weighted dominant shares, all tenants backlogged "
+                        f"(window {result['window_cycles']} cycles; ideal = weighted DRF)")
+    table.add_column("policy")
+    table.add_column("Jain", justify="right")
+    for t in result["tenants"]:
+        table.add_column(f"{t['name']} ({t['size']} B, {t['chain']})", justify="right")
+    ideal = result["ideal_dominant_shares"]
+    table.add_row("ideal", "1.0000", *(f"{ideal[t['name']]:.3f}" for t in result["tenants"]))
+    for policy, row in result["policies"].items():
+        table.add_row(policy, f"{row['jain']:.4f}", *(
+            f"{row['tenants'][t['name']]['dominant_share']:.3f} "
+            f"({row['tenants'][t['name']]['to_ideal']:.2f}x)" for t in result["tenants"]))
+    console.print(table)
+
+
+def scaling_bench(config, console, quick):
+    log = cache_root() / "logs" / "bench-scaling.log"
+    tenant = {"id": 0, "name": "compute", "chain": "secure", "regions": [2], "size": 512,
+              "port": 0}
+    instances = [2, 0, 1, 3]
+    figures = {"benchmark": "scaling", "log": str(log), "design": "nic_bench (512-bit)",
+               "chain": "secure", "size": 512}
+    t0 = time.monotonic()
+    with console.status("scaling bench") as status:
+        sim = _sim(status, log)
+        status.update("1 to 4 instances of the secure chain, saturated...")
+        with quiet_fds(log):
+            got = run_bench(sim, "scaling", {"SNIC_SCENARIO": _scenario(
+                [tenant], "drf", instances=instances, window=4000 if quick else 12000,
+                warmup=2000 if quick else 4000)}, module=MB_MODULE)
+    one = got["points"][0]["beats_per_cycle"]
+    figures["points"] = [{**p, "beats_per_cycle": round(p["beats_per_cycle"], 4),
+                          "speedup": round(p["beats_per_cycle"] / one, 3),
+                          "efficiency": round(p["beats_per_cycle"] / one / p["instances"], 3)}
+                         for p in got["points"]]
+    figures["min_efficiency"] = min(p["efficiency"] for p in figures["points"])
+    figures["goal_met"] = figures["min_efficiency"] >= 0.95
+    figures["reconfig_cycles"] = got["reconfig_cycles"]
+    for key in ("reaction",):
+        if key in got:
+            figures[key] = got[key]
+    figures["seconds"] = round(time.monotonic() - t0, 1)
+    return figures
+
+
+def scaling_show(result, console):
+    from rich.table import Table
+    table = Table(title=f"{result['chain']} chain, {result['size']}-byte packets, saturated")
+    for col in ("instances", "beats/cycle", "speedup", "efficiency (goal >= 0.95)"):
+        table.add_column(col, justify="right")
+    for p in result["points"]:
+        table.add_row(str(p["instances"]), f"{p['beats_per_cycle']:.4f}", f"{p['speedup']:.2f}x",
+                      f"{p['efficiency']:.3f}")
+    console.print(table)
+    if "reaction" in result:
+        console.print(f"scale-out reaction: {result['reaction']}")
+
+
+def latency_bench(config, console, quick):
+    log = cache_root() / "logs" / "bench-latency.log"
+    figures = {"benchmark": "latency", "log": str(log), "design": "nic_bench (512-bit)",
+               "chain": "web (acl, nat, l4lb)", "sizes": {}}
+    t0 = time.monotonic()
+    with console.status("latency bench") as status:
+        sim = _sim(status, log)
+        with quiet_fds(log):
+            base = chain_simulator(_chain_path("web"), DesignConfig(data_width=512),
+                                   progress=status.update)
+        for size in (64, 1500):
+            status.update(f"{size}-byte packets through the idle NIC and the chain alone...")
+            tenant = {"id": 0, "name": "web", "chain": "web", "regions": [0], "size": size,
+                      "port": 0}
+            with quiet_fds(log):
+                got = run_bench(sim, "latency", {"SNIC_SCENARIO": _scenario([tenant], "drf")},
+                                module=MB_MODULE)
+                ref = run_bench(base, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 20},
+                                module="supernic.sim.tb.chain_tb")
+            nic = min(got["samples"])
+            figures["sizes"][f"{size}B"] = {
+                "nic_latency_cycles": nic, "nic_latency_max": max(got["samples"]),
+                "chain_alone_latency_cycles": ref["latency_cycles"],
+                "added_cycles": nic - ref["latency_cycles"]}
+    figures["added_cycles_64B"] = figures["sizes"]["64B"]["added_cycles"]
+    figures["goal_met"] = figures["added_cycles_64B"] <= 16
+    figures["seconds"] = round(time.monotonic() - t0, 1)
+    return figures
+
+
+def latency_show(result, console):
+    from rich.table import Table
+    table = Table(title=f"first beat in to first beat out, idle, {result['chain']}")
+    for col in ("packet", "NIC (cycles)", "chain alone", "added (goal <= 16 at 64 B)"):
+        table.add_column(col, justify="right")
+    for size, r in result["sizes"].items():
+        table.add_row(size, str(r["nic_latency_cycles"]), str(r["chain_alone_latency_cycles"]),
+                      str(r["added_cycles"]))
+    console.print(table)

@@ -5,6 +5,8 @@
     snic demo  [--packets N]                  generate, simulate, compare with the model, report
     snic bench [NAME] [--json]                list benchmarks, or run one
     snic resources [KIND ...] [--json]        LUT/FF/BRAM/DSP per NT from YoWASP Yosys
+    snic device serve [--config FILE] [--socket PATH | --port N]   serve a virtual device
+    snic status [--socket PATH | --port N | --mmap FILE --regmap JSON] [--json]
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
 """
@@ -115,6 +117,71 @@ def cmd_bench(args):
     return 0
 
 
+def cmd_device_serve(args):
+    from .server import ServerError, serve_design
+    config = _load(args)
+    console = _console(stderr=True)
+
+    def announce(line):
+        print(line, flush=True)   # one plain line on stdout: scripts wait for it
+    try:
+        # Progress goes to stderr line by line: the first build of a 512-bit NIC takes minutes.
+        serve_design(config, args.socket, args.port, progress=console.log, announce=announce)
+    except ServerError as e:
+        _error(e)
+        return 2
+    return 0
+
+
+def cmd_status(args):
+    import asyncio
+    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
+    from .discovery import DiscoveryError, UnsupportedDesignError
+    from .status import StatusError, read_status, render_status
+    from .transport import MmapBus, RegisterAccessError
+
+    async def over_socket():
+        client = await DeviceClient.connect(args.socket, args.port)
+        async with client:
+            hello = await client.hello()
+            status = await read_status(SocketBus(client), hello["regmap"])
+            status["cycle"] = await client.cycle()
+            status["endpoint"] = client.endpoint
+            return status
+
+    async def over_mmap():
+        try:
+            description = json.loads(args.regmap.read_text())
+        except (OSError, ValueError) as e:
+            raise StatusError(f"cannot read the design description {args.regmap}: {e}") from None
+        try:
+            bus = MmapBus(args.mmap, writable=False)
+        except (OSError, ValueError) as e:
+            raise StatusError(f"cannot map {args.mmap}: {e}") from None
+        with bus:
+            status = await read_status(bus, description)
+        status["endpoint"] = f"mmap:{args.mmap}"
+        return status
+
+    if args.mmap is not None and args.regmap is None:
+        _error("--mmap needs --regmap (the design JSON that snic build wrote)")
+        return 2
+    try:
+        status = asyncio.run(over_mmap() if args.mmap is not None else over_socket())
+    except UnsupportedDesignError as e:
+        _error(f"design not supported: {e}")
+        return 2
+    except (DeviceUnavailable, DeviceError, StatusError, DiscoveryError,
+            RegisterAccessError) as e:
+        _error(e)
+        return 2
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        render_status(status, _console())
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="snic", description=(
         "Generator and simulator for multi-tenant FPGA SmartNICs."))
@@ -144,6 +211,27 @@ def main(argv=None):
     p.add_argument("--only", metavar="NAMES",
                    help="nt: comma-separated NT kinds and chain names to run")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("device", help="run a virtual device that drivers attach to")
+    device_sub = p.add_subparsers(dest="device_command", required=True)
+    p = device_sub.add_parser("serve", help="build a design into a virtual device and serve it")
+    p.add_argument("--config", type=Path, help="design TOML (default: the shipped default.toml)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--socket", type=Path,
+                       help="Unix socket (default: $SNIC_CACHE/run/device.sock)")
+    where.add_argument("--port", type=int, help="TCP port on 127.0.0.1 instead (0: any free)")
+    p.set_defaults(func=cmd_device_serve)
+
+    p = sub.add_parser("status", help="regions, tenants and counters of a running design")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--socket", type=Path,
+                       help="device server's Unix socket (default: $SNIC_CACHE/run/device.sock)")
+    where.add_argument("--port", type=int, help="device server's TCP port on 127.0.0.1")
+    where.add_argument("--mmap", type=Path, metavar="FILE",
+                       help="a memory-mapped register space (a BAR's sysfs resource0 file)")
+    p.add_argument("--regmap", type=Path, help="with --mmap: the design JSON of snic build")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_status)
 
     # `snic resources` hands its arguments to the tool as they are (it has its own parser).
     sub.add_parser("resources", add_help=False,

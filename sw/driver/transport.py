@@ -8,9 +8,13 @@ report the bus response instead of raising; :meth:`RegisterBus.read32` and
 """
 
 import enum
+import mmap
+import os
+import sys
 from collections.abc import MutableMapping
+from pathlib import Path
 
-__all__ = ["Response", "RegisterAccessError", "RegisterBus", "MemoryBus"]
+__all__ = ["Response", "RegisterAccessError", "RegisterBus", "MemoryBus", "MmapBus"]
 
 
 class Response(enum.IntEnum):
@@ -107,3 +111,84 @@ class MemoryBus(RegisterBus):
             self.backing[address] = (self.backing[address] & ~mask) | (value & mask)
             return Response.OKAY
         return Response(self.backing.write(address, value, strobe))
+
+
+class MmapBus(RegisterBus):
+    """A register space mapped into memory: a PCIe BAR through its sysfs ``resource0`` file, a
+    UIO device (``/dev/uioN``, map ``N`` at ``offset = N * mmap.PAGESIZE``), or a plain file
+    standing in for one in tests.
+
+    ``size`` bytes from ``offset`` are mapped (default: the rest of the file; a character device
+    reports size 0, so give it). Addresses are byte offsets into that window; a word outside it
+    answers DECERR, as a bus would. Every full-word access is one aligned 32-bit load or store
+    (a memoryview of format ``I``), which a BAR needs: a byte-wise copy would be split into four
+    transactions that a register file may reject or latch wrongly. A partial strobe writes only
+    the selected bytes. PCIe is little-endian, so on a big-endian host words are swapped.
+    """
+
+    def __init__(self, path, offset=0, size=None, writable=True):
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0 or offset % 4:
+            raise ValueError(f"Map offset must be a non-negative multiple of 4, not {offset!r}")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool)
+                                 or size <= 0 or size % 4):
+            raise ValueError(f"Map size must be a positive multiple of 4, not {size!r}")
+        self.path = Path(path)
+        self.writable = bool(writable)
+        # O_SYNC: sysfs maps a BAR uncached only when the file is opened synchronously.
+        flags = (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_SYNC", 0)
+        fd = os.open(self.path, flags)
+        try:
+            if size is None:
+                size = os.fstat(fd).st_size - offset
+                if size <= 0:
+                    raise ValueError(f"{self.path} has no bytes past offset {offset:#x}; give the "
+                                     f"map size (a device file reports size 0)")
+            # mmap wants a page-aligned offset: map from the page below and skip the difference.
+            skip = offset % mmap.ALLOCATIONGRANULARITY
+            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            self._map = mmap.mmap(fd, size + skip, access=access, offset=offset - skip)
+        finally:
+            os.close(fd)
+        self.offset, self.size = offset, size
+        self._bytes = memoryview(self._map)[skip:skip + size]
+        self._words = self._bytes.cast("I")
+        self._swap = sys.byteorder != "little"
+
+    def close(self):
+        if self._map is not None:
+            self._words.release()
+            self._bytes.release()
+            self._map.close()
+            self._map = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _index(self, address):
+        if self._map is None:
+            raise RuntimeError(f"the map of {self.path} is closed")
+        return address // 4 if address + 4 <= self.size else None
+
+    async def read_word(self, address):
+        index = self._index(address)
+        if index is None:
+            return 0, Response.DECERR
+        value = self._words[index]
+        return (int.from_bytes(value.to_bytes(4, "big"), "little") if self._swap else value,
+                Response.OKAY)
+
+    async def write_word(self, address, value, strobe=0b1111):
+        index = self._index(address)
+        if index is None or not self.writable:
+            return Response.DECERR if index is None else Response.SLVERR
+        if strobe == 0b1111:
+            self._words[index] = (int.from_bytes(value.to_bytes(4, "big"), "little")
+                                  if self._swap else value)
+        else:
+            for lane in range(4):
+                if strobe >> lane & 1:
+                    self._bytes[address + lane] = value >> (8 * lane) & 0xFF
+        return Response.OKAY

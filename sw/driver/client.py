@@ -1,0 +1,158 @@
+"""A client of the device server (:mod:`supernic.driver.server`, protocol in its docstring),
+and :class:`SocketBus`, the driver's register bus over it.
+
+    client = await DeviceClient.connect(socket_path)      # or port=N for TCP on 127.0.0.1
+    info = await client.hello()                            # design name, build id, design JSON
+    bus = SocketBus(client)                                # discovery, read_register, ... on it
+    await client.push(0, frame); await client.drain(); packets = await client.pop()
+"""
+
+import asyncio
+import base64
+import itertools
+from pathlib import Path
+
+from ..sim.vdev.device import Delivered
+from .server import ProtocolError, default_socket, read_message, write_message
+from .transport import RegisterBus, Response
+
+__all__ = ["DeviceClient", "DeviceError", "DeviceUnavailable", "SocketBus", "Delivered"]
+
+
+class DeviceUnavailable(Exception):
+    """No device server answers at the endpoint."""
+
+
+class DeviceError(Exception):
+    """The server refused or failed a request (its one-line reason is the message)."""
+
+
+class DeviceClient:
+    """One connection to a device server. Requests on one client are sent one at a time (a
+    lock keeps concurrent coroutines from interleaving); open several clients for parallel
+    work, which the server serialises on the device."""
+
+    def __init__(self, reader, writer, endpoint):
+        self._reader, self._writer = reader, writer
+        self.endpoint = endpoint
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+
+    @classmethod
+    async def connect(cls, socket_path=None, port=None, host="127.0.0.1"):
+        """Connect to the server on the Unix socket ``socket_path`` (default
+        ``$SNIC_CACHE/run/device.sock``) or, with ``port``, on TCP ``host``."""
+        if port is not None:
+            endpoint = f"{host}:{port}"
+            opener = asyncio.open_connection(host, port)
+        else:
+            endpoint = str(Path(socket_path or default_socket()))
+            opener = asyncio.open_unix_connection(endpoint)
+        try:
+            reader, writer = await opener
+        except (FileNotFoundError, ConnectionRefusedError):
+            raise DeviceUnavailable(f"no device is serving on {endpoint} (start one with "
+                                    f"`snic device serve`)") from None
+        except OSError as e:
+            raise DeviceUnavailable(f"cannot connect to {endpoint}: {e.strerror or e}") from None
+        return cls(reader, writer, endpoint)
+
+    async def close(self):
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except (ConnectionError, BrokenPipeError):
+            pass
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def request(self, op, **arguments):
+        """Send one request; return its result object or raise :class:`DeviceError`."""
+        async with self._lock:
+            message_id = next(self._ids)
+            try:
+                write_message(self._writer, {"op": op, "id": message_id, **arguments})
+                await self._writer.drain()
+                reply = await read_message(self._reader)
+            except (ConnectionError, ProtocolError) as e:
+                raise DeviceUnavailable(f"connection to {self.endpoint} failed: {e}") from None
+            if reply is None:
+                raise DeviceUnavailable(f"the device on {self.endpoint} closed the connection")
+            if not reply.get("ok"):
+                raise DeviceError(reply.get("error", "request failed"))
+            if reply.get("id") != message_id:
+                raise DeviceUnavailable(f"reply to request {reply.get('id')!r} arrived for "
+                                        f"request {message_id}")
+            return reply.get("result", {})
+
+    async def hello(self, regmap=True):
+        return await self.request("hello", regmap=regmap)
+
+    async def read_word(self, address):
+        result = await self.request("read32", address=address)
+        return result["value"], Response(result["response"])
+
+    async def write_word(self, address, value, strobe=0b1111):
+        result = await self.request("write32", address=address, value=value, strobe=strobe)
+        return Response(result["response"])
+
+    async def push(self, port, frame):
+        """Queue ``frame`` on ingress ``port``; return the packets waiting on that port."""
+        if not isinstance(frame, (bytes, bytearray, memoryview)):
+            raise TypeError(f"Frame must be bytes, not {type(frame).__name__}")
+        frame_b64 = base64.b64encode(bytes(frame)).decode()
+        return (await self.request("push", port=port, frame_b64=frame_b64))["queued"]
+
+    async def run(self, cycles):
+        return (await self.request("run", cycles=cycles))["cycle"]
+
+    async def drain(self, quiet=200, max_cycles=10_000_000):
+        """Run until the design has drained; return the cycles run."""
+        return (await self.request("drain", quiet=quiet, max_cycles=max_cycles))["cycles"]
+
+    async def pop(self):
+        """Every packet delivered since the last pop (by any client), oldest first."""
+        packets = (await self.request("pop"))["packets"]
+        return [Delivered(bytes.fromhex(p["data"]), int(p["first_user"], 16),
+                          int(p["last_user"], 16), p["first_cycle"], p["last_cycle"],
+                          p["beats"]) for p in packets]
+
+    async def ingress_cycles(self, port=0):
+        return (await self.request("ingress", port=port))["cycles"]
+
+    async def cycle(self):
+        return (await self.request("cycle"))["cycle"]
+
+    async def reset(self, cycles=4):
+        return (await self.request("reset", cycles=cycles))["cycle"]
+
+    async def set_idle(self, port, prob, seed=0):
+        await self.request("idle", port=port, prob=prob, seed=seed)
+
+    async def set_backpressure(self, prob, seed=0):
+        await self.request("backpressure", prob=prob, seed=seed)
+
+    async def shutdown(self):
+        """Ask the server to stop (it removes its socket file) and close this connection."""
+        await self.request("shutdown")
+        await self.close()
+
+
+class SocketBus(RegisterBus):
+    """The driver's register bus over a :class:`DeviceClient`: discovery, ``read_register``
+    and the rest run unchanged against a served device."""
+
+    def __init__(self, client):
+        if not isinstance(client, DeviceClient):
+            raise TypeError(f"Client must be a DeviceClient, not {client!r}")
+        self.client = client
+
+    async def read_word(self, address):
+        return await self.client.read_word(address)
+
+    async def write_word(self, address, value, strobe=0b1111):
+        return await self.client.write_word(address, value, strobe)

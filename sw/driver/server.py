@@ -1,0 +1,402 @@
+"""The device server: one virtual device (or, later, a board) shared by several clients.
+
+``snic device serve`` builds a design into a :class:`~supernic.sim.vdev.VirtualDevice` and
+serves it on a Unix socket (default ``$SNIC_CACHE/run/device.sock``) or on TCP at 127.0.0.1.
+Clients (:mod:`supernic.driver.client`, ``snic status``) attach, discover the design's register
+blocks and read or write registers, push packets and pop what the design delivered.
+
+Protocol (version 1)
+--------------------
+Every message, either way, is a 4-byte big-endian length followed by that many bytes of UTF-8
+JSON holding one object. A client sends a request and waits for its reply; a connection
+carries one request at a time, and several connections may be open at once. Requests from
+all connections run one after another on the device, in arrival order.
+
+Request: ``{"op": NAME, "id": ANY, ...arguments}``. Reply: ``{"id": ANY, "ok": true,
+"result": {...}}`` or ``{"id": ANY, "ok": false, "error": "one line"}``; ``id`` is echoed.
+
+============  ==========================================  ========================================
+op            arguments                                   result
+============  ==========================================  ========================================
+hello         ``regmap`` (bool, default true)             ``protocol``, ``design``, ``build_id``,
+                                                          ``data_width``, ``ports``, ``cycle``,
+                                                          ``regmap_path``, ``regmap`` (the
+                                                          design JSON, ``design_description``)
+read32        ``address``                                 ``value``, ``response`` (AXI code, 0 OKAY)
+write32       ``address``, ``value``, ``strobe`` (15)     ``response``
+push          ``port``, ``frame`` (hex) or ``frame_b64``  ``queued`` (packets waiting on the port)
+run           ``cycles``                                  ``cycle``
+drain         ``quiet`` (200), ``max_cycles`` (10**7)     ``cycles`` run, ``cycle``
+pop           (none)                                      ``packets``: list of ``data`` (hex),
+                                                          ``first_user``/``last_user`` (hex),
+                                                          ``first_cycle``, ``last_cycle``, ``beats``
+ingress       ``port``                                    ``cycles``: accept cycle of each packet
+cycle         (none)                                      ``cycle``
+reset         ``cycles`` (4)                              ``cycle``
+idle          ``port``, ``prob``, ``seed`` (0)            (empty)
+backpressure  ``prob``, ``seed`` (0)                      (empty)
+shutdown      (none)                                      (empty); the server then stops
+============  ==========================================  ========================================
+
+Register reads and writes report the bus response instead of failing, so a client's
+:class:`~supernic.driver.transport.RegisterBus` sees DECERR and SLVERR as a local bus would. A
+request the server cannot carry out (unknown op, bad argument, device error) gets ``ok: false``
+and the connection stays usable; a message that is not a JSON object, or longer than
+:data:`MAX_MESSAGE` bytes, gets an error reply and the connection is closed.
+"""
+
+import asyncio
+import base64
+import binascii
+import concurrent.futures
+import errno
+import json
+import os
+import signal
+import socket
+import struct
+from pathlib import Path
+
+__all__ = ["PROTOCOL_VERSION", "MAX_MESSAGE", "ServerError", "DeviceServer", "default_socket",
+           "check_endpoint_free", "read_message", "write_message", "serve_design"]
+
+PROTOCOL_VERSION = 1
+#: Longest message either side accepts: a pop of many jumbo frames fits, garbage does not.
+MAX_MESSAGE = 256 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+
+
+class ServerError(Exception):
+    """The server cannot start: its endpoint is taken or the design cannot be built."""
+
+
+class ProtocolError(Exception):
+    """A malformed message: the connection cannot continue."""
+
+
+def default_socket():
+    """``$SNIC_CACHE/run/device.sock`` (``~/.cache/supernic/run/device.sock``)."""
+    from ..sim.build import cache_root
+    return cache_root() / "run" / "device.sock"
+
+
+async def read_message(reader):
+    """One message from ``reader``; ``None`` at a clean end of stream."""
+    try:
+        header = await reader.readexactly(_HEADER.size)
+    except asyncio.IncompleteReadError as e:
+        if not e.partial:
+            return None
+        raise ProtocolError("connection closed inside a message header") from None
+    (length,) = _HEADER.unpack(header)
+    if length > MAX_MESSAGE:
+        raise ProtocolError(f"message of {length} bytes is longer than {MAX_MESSAGE}")
+    try:
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise ProtocolError("connection closed inside a message") from None
+    try:
+        message = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ProtocolError(f"message is not JSON: {e}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"message must be a JSON object, not {type(message).__name__}")
+    return message
+
+
+def write_message(writer, message):
+    body = json.dumps(message, separators=(",", ":")).encode()
+    writer.write(_HEADER.pack(len(body)) + body)
+
+
+def _endpoint(socket_path, port):
+    return f"127.0.0.1:{port}" if port is not None else f"{socket_path}"
+
+
+def check_endpoint_free(socket_path=None, port=None):
+    """Raise :class:`ServerError` if a server already listens on the endpoint. A Unix socket
+    file nobody listens on (left by a killed server) is removed."""
+    if port is not None:
+        if port == 0:
+            return
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise ServerError(f"another device is serving on 127.0.0.1:{port} "
+                                      f"(or another program holds the port)") from None
+                raise ServerError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
+        return
+    path = Path(socket_path)
+    if not path.exists() and not path.is_symlink():
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)  # stale: its server died without cleaning up
+            return
+        except OSError as e:
+            raise ServerError(f"cannot use socket {path}: {e.strerror}") from None
+    raise ServerError(f"another device is serving on {path}")
+
+
+def _integer(request, key, low=0, high=None, default=None):
+    value = request.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (
+            high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{key} must be an integer {bound}, not {value!r}")
+    return value
+
+
+def _frame(request):
+    if "frame" in request:
+        try:
+            return bytes.fromhex(request["frame"])
+        except (TypeError, ValueError):
+            raise ValueError("frame must be a string of hex digits") from None
+    if "frame_b64" in request:
+        try:
+            return base64.b64decode(request["frame_b64"], validate=True)
+        except (TypeError, ValueError, binascii.Error):
+            raise ValueError("frame_b64 must be base64") from None
+    raise ValueError("push needs frame (hex) or frame_b64")
+
+
+def _hex_user(value):
+    return format(value, "x")
+
+
+class DeviceServer:
+    """Serves ``device`` (a :class:`~supernic.sim.vdev.VirtualDevice`) whose design JSON is
+    ``description``, read from ``regmap_path``.
+
+    Device calls run on one worker thread, under one lock: requests from all clients are
+    serialised, and a long ``run`` or ``drain`` does not stop the event loop from accepting
+    connections (the device library's calls release the GIL)."""
+
+    def __init__(self, device, description, regmap_path=None):
+        if not isinstance(description, dict) or "registers" not in description:
+            raise TypeError(f"Description must be a design JSON object with registers, "
+                            f"not {description!r}")
+        self.device = device
+        self.description = description
+        self.regmap_path = str(regmap_path) if regmap_path else None
+        self.endpoint = None
+        self._server = None
+        self._socket_path = None
+        self._lock = asyncio.Lock()
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, "snic-device")
+        self._stopped = asyncio.Event()
+        self._connections = set()
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def handle(self, request):
+        """Carry out one request on the device (blocking); return the result object."""
+        op = request.get("op")
+        handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
+        if handler is None:
+            raise ValueError(f"unknown op {op!r} (known: {', '.join(self.ops())})")
+        return handler(request)
+
+    @classmethod
+    def ops(cls):
+        return [name[4:] for name in dir(cls) if name.startswith("_op_")]
+
+    def _op_hello(self, request):
+        result = {"protocol": PROTOCOL_VERSION, "design": self.description.get("top"),
+                  "build_id": self.description.get("build_id"),
+                  "data_width": self.device.data_width, "ports": self.device.port_count,
+                  "cycle": self.device.cycle, "regmap_path": self.regmap_path}
+        if request.get("regmap", True):
+            result["regmap"] = self.description
+        return result
+
+    def _op_read32(self, request):
+        value, response = self.device.access(False, _integer(request, "address", 0, 2**32 - 4))
+        return {"value": value, "response": int(response)}
+
+    def _op_write32(self, request):
+        _, response = self.device.access(
+            True, _integer(request, "address", 0, 2**32 - 4),
+            _integer(request, "value", 0, 2**32 - 1), _integer(request, "strobe", 0, 15, 15))
+        return {"response": int(response)}
+
+    def _op_push(self, request):
+        port = _integer(request, "port", 0, self.device.port_count - 1)
+        self.device.push(port, _frame(request))
+        return {"queued": self.device.queued(port)}
+
+    def _op_run(self, request):
+        self.device.run(_integer(request, "cycles"))
+        return {"cycle": self.device.cycle}
+
+    def _op_drain(self, request):
+        cycles = self.device.run_until_drained(
+            quiet=_integer(request, "quiet", 1, default=200),
+            max_cycles=_integer(request, "max_cycles", 1, default=10_000_000))
+        return {"cycles": cycles, "cycle": self.device.cycle}
+
+    def _op_pop(self, request):
+        return {"packets": [{"data": d.data.hex(), "first_user": _hex_user(d.first_user),
+                             "last_user": _hex_user(d.last_user), "first_cycle": d.first_cycle,
+                             "last_cycle": d.last_cycle, "beats": d.beats}
+                            for d in self.device.pop()]}
+
+    def _op_ingress(self, request):
+        port = _integer(request, "port", 0, self.device.port_count - 1, 0)
+        return {"cycles": self.device.ingress_cycles(port)}
+
+    def _op_cycle(self, request):
+        return {"cycle": self.device.cycle}
+
+    def _op_reset(self, request):
+        self.device.reset(_integer(request, "cycles", 1, default=4))
+        return {"cycle": self.device.cycle}
+
+    def _op_idle(self, request):
+        self.device.set_idle(_integer(request, "port", 0, self.device.port_count - 1),
+                             request.get("prob"), _integer(request, "seed", default=0))
+        return {}
+
+    def _op_backpressure(self, request):
+        self.device.set_backpressure(request.get("prob"), _integer(request, "seed", default=0))
+        return {}
+
+    def _op_shutdown(self, request):
+        return {}
+
+    # --- connections -------------------------------------------------------------------------
+
+    async def _reply(self, request):
+        reply = {"id": request.get("id")}
+        try:
+            async with self._lock:
+                result = await asyncio.get_running_loop().run_in_executor(
+                    self._worker, self.handle, request)
+            reply.update(ok=True, result=result)
+        except Exception as e:  # noqa: BLE001: any failure goes back to the client, one line
+            text = str(e).splitlines()[0] if str(e) else type(e).__name__
+            reply.update(ok=False, error=text)
+        return reply
+
+    async def _client(self, reader, writer):
+        task = asyncio.current_task()
+        self._connections.add(task)
+        try:
+            while True:
+                try:
+                    request = await read_message(reader)
+                except ProtocolError as e:
+                    write_message(writer, {"id": None, "ok": False, "error": str(e)})
+                    await writer.drain()
+                    break
+                if request is None:
+                    break
+                reply = await self._reply(request)
+                write_message(writer, reply)
+                await writer.drain()
+                if request.get("op") == "shutdown" and reply["ok"]:
+                    self._stopped.set()
+                    break
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def start(self, socket_path=None, port=None):
+        """Listen on the Unix socket ``socket_path`` (default :func:`default_socket`) or, with
+        ``port``, on TCP 127.0.0.1 (0 picks a free port); set and return ``endpoint``."""
+        if port is not None:
+            try:
+                self._server = await asyncio.start_server(self._client, "127.0.0.1", port)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise ServerError(f"another device is serving on 127.0.0.1:{port} "
+                                      f"(or another program holds the port)") from None
+                raise ServerError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
+            bound = self._server.sockets[0].getsockname()[1]
+            self.endpoint = f"tcp:127.0.0.1:{bound}"
+            return self.endpoint
+        path = Path(socket_path or default_socket())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        check_endpoint_free(path)
+        try:
+            self._server = await asyncio.start_unix_server(self._client, str(path))
+        except OSError as e:
+            raise ServerError(f"cannot listen on {path}: {e.strerror or e}") from None
+        self._socket_path = path
+        self.endpoint = f"unix:{path}"
+        return self.endpoint
+
+    def request_shutdown(self):
+        self._stopped.set()
+
+    async def serve(self):
+        """Serve until a ``shutdown`` request or :meth:`request_shutdown`; then stop listening,
+        end the open connections and remove the socket file."""
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.close()
+
+    async def close(self):
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                if task is not asyncio.current_task():
+                    task.cancel()
+            await self._server.wait_closed()
+            self._server = None
+        if self._socket_path is not None:
+            self._socket_path.unlink(missing_ok=True)
+            self._socket_path = None
+        self._worker.shutdown(wait=True)
+
+
+def serve_design(config, socket_path=None, port=None, progress=print, announce=print):
+    """Build ``config`` (a :class:`~supernic.hw.config.DesignConfig`) into a virtual device and
+    serve it until shutdown, SIGINT or SIGTERM. Raises :class:`ServerError` if the endpoint is
+    taken or the design fails to build; ``announce`` gets one line saying where it listens."""
+    from ..hw.config import ConfigError
+    from ..sim.build import generated_design
+    from ..sim.vdev import BuildError, PortError, VirtualDevice
+
+    socket_path = None if port is not None else Path(socket_path or default_socket())
+    # Fail before a build that may take minutes if the endpoint is already taken.
+    check_endpoint_free(socket_path, port)
+    try:
+        paths = generated_design(config, progress=progress)
+        device = VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress)
+    except (ConfigError, BuildError, PortError) as e:
+        raise ServerError(f"design {config.name} ({config.data_width}-bit) failed to build: "
+                          f"{str(e).splitlines()[0]}") from None
+    except Exception as e:  # noqa: BLE001: Amaranth elaboration errors have many types
+        raise ServerError(f"design {config.name} ({config.data_width}-bit) failed to build: "
+                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                          ) from None
+    with device:
+        if not device.has_registers:
+            raise ServerError(f"design {config.name} has no register port to serve")
+        asyncio.run(_serve(DeviceServer(device, device.regmap, paths["regmap"]), socket_path,
+                           port, announce))
+
+
+async def _serve(server, socket_path, port, announce):
+    endpoint = await server.start(socket_path, port)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, server.request_shutdown)
+    description = server.description
+    announce(f"serving {description.get('top')} ({server.device.data_width}-bit, build "
+             f"{description.get('build_id', 0):#010x}, pid {os.getpid()}) on {endpoint}")
+    try:
+        await server.serve()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

@@ -7,6 +7,8 @@
     snic resources [KIND ...] [--json]        LUT/FF/BRAM/DSP per NT from YoWASP Yosys
     snic device serve [--config FILE] [--socket PATH | --port N]   serve a virtual device
     snic status [--socket PATH | --port N | --mmap FILE --regmap JSON] [--json]
+    snic deploy SPEC --tenant T [--instances N] [--weight W] [--socket PATH | --port N]
+    snic undeploy --tenant T [--socket PATH | --port N]
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
 """
@@ -182,6 +184,78 @@ def cmd_status(args):
     return 0
 
 
+def _state_path(args):
+    """The control plane's state file: next to the device socket (``<socket>.tenants.json``);
+    for a TCP device, ``tcp-<port>.tenants.json`` beside the default socket."""
+    from .server import default_socket
+    if args.state is not None:
+        return args.state
+    if args.port is not None:
+        return default_socket().parent / f"tcp-{args.port}.tenants.json"
+    sock = Path(args.socket or default_socket())
+    return sock.with_name(sock.name + ".tenants.json")
+
+
+def _control(args, operation):
+    """Run ``operation(plane)`` on a control plane attached to the served device; map its
+    errors to exit codes: 2 refused before any write (bad spec, unknown tenant, not enough
+    regions, a taken key, unsupported design, no device), 1 failed on the device (a deploy is
+    rolled back)."""
+    import asyncio
+    from ..hw.config import ConfigError
+    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
+    from .control import ControlError, ControlPlane, DeployRefused
+    from .discovery import DiscoveryError, UnsupportedDesignError
+    from .transport import RegisterAccessError
+
+    async def session():
+        client = await DeviceClient.connect(args.socket, args.port)
+        async with client:
+            hello = await client.hello()
+            # A served virtual device advances only when asked: run it between two polls.
+            plane = ControlPlane(SocketBus(client), hello["regmap"], _state_path(args),
+                                 wait=lambda: client.run(256), timeout=args.timeout)
+            return await operation(plane)
+
+    try:
+        return 0, asyncio.run(session())
+    except UnsupportedDesignError as e:
+        _error(f"design not supported: {e}")
+    except (ConfigError, DeployRefused, DeviceUnavailable, DiscoveryError) as e:
+        _error(e)   # ChainError is a ConfigError: a bad spec
+    except (ControlError, DeviceError, RegisterAccessError) as e:
+        _error(e)   # failed on the device: a deploy was rolled back, an undeploy says where
+        return 1, None
+    return 2, None
+
+
+def cmd_deploy(args):
+    code, record = _control(args, lambda plane: plane.deploy(
+        args.spec, args.tenant, instances=args.instances, weight=args.weight))
+    if record is not None:
+        print(f"deployed {record.chain} as tenant {record.tenant} on regions "
+              f"{', '.join(map(str, record.regions))}")
+    return code
+
+
+def cmd_undeploy(args):
+    code, _ = _control(args, lambda plane: plane.undeploy(args.tenant))
+    if code == 0:
+        print(f"undeployed tenant {args.tenant}")
+    return code
+
+
+def _control_arguments(p):
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--socket", type=Path,
+                       help="device server's Unix socket (default: $SNIC_CACHE/run/device.sock)")
+    where.add_argument("--port", type=int, help="device server's TCP port on 127.0.0.1")
+    p.add_argument("--state", type=Path,
+                   help="tenant state file (default: next to the socket, <socket>.tenants.json)")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds a region load, table commit or drain may take (default 30)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="snic", description=(
         "Generator and simulator for multi-tenant FPGA SmartNICs."))
@@ -232,6 +306,19 @@ def main(argv=None):
     p.add_argument("--regmap", type=Path, help="with --mmap: the design JSON of snic build")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("deploy", help="deploy a tenant's chain onto free regions of the NIC")
+    p.add_argument("spec", type=Path, help="chain specification (TOML)")
+    p.add_argument("--tenant", type=int, required=True, help="tenant id (0 to nic.tenants-1)")
+    p.add_argument("--instances", type=int, default=1, help="regions to run it in (default 1)")
+    p.add_argument("--weight", type=float, default=1.0, help="scheduling weight (default 1)")
+    _control_arguments(p)
+    p.set_defaults(func=cmd_deploy)
+
+    p = sub.add_parser("undeploy", help="remove a tenant and free its regions")
+    p.add_argument("--tenant", type=int, required=True, help="tenant id")
+    _control_arguments(p)
+    p.set_defaults(func=cmd_undeploy)
 
     # `snic resources` hands its arguments to the tool as they are (it has its own parser).
     sub.add_parser("resources", add_help=False,

@@ -1,0 +1,589 @@
+"""The control plane: deploying tenants' chains onto the multi-tenant NIC, and removing them.
+
+    plane = ControlPlane(bus, description, state_path=..., wait=...)
+    record = await plane.deploy("chains/web.toml", tenant=0, instances=2, weight=1)
+    await plane.undeploy(0)
+
+``description`` is the design JSON (:func:`supernic.hw.generate.design_description`, which the
+device server's ``hello`` returns); ``bus`` any :class:`~supernic.driver.transport.RegisterBus`.
+
+Where the truth lives
+---------------------
+Every operation first reads the hardware again, so several CLI invocations, or a restarted
+driver, see the same state: ``scheduler.tenant_enable`` (which tenants take packets) and, per
+region, ``active`` (the personality loaded). The flow tables and classifier slots are write-only
+(the hardware has no read-back path for them), so what the hardware cannot say, the tenant's
+chain, regions, keys and weight, is kept in a small JSON state file next to the device socket.
+The hardware wins when the two disagree:
+
+* a record whose tenant is disabled is stale (a deploy or undeploy was interrupted) and is
+  dropped;
+* a record whose regions do not all hold its chain's personality, or made for another build,
+  is stale too (the device was reset or reloaded behind the driver's back);
+* the classifier of port 0 with every staging register at its reset value has never been
+  programmed since reset (a table write leaves ``entry_index`` at the last slot): the device
+  is fresh from reset, every record is stale, and the enable bits are the reset default (every
+  tenant enabled, the classifier empty, so no packet reaches any of them). These are not
+  deployments: a deploy writes the enable mask whole and clears them;
+* a tenant enabled on a programmed device without a valid record is *unmanaged*: its flow
+  table cannot be read, so a region it may use cannot be given to anyone. Deploys are refused
+  until it is undeployed (``snic undeploy --tenant T`` works without a record).
+
+Invariant kept by :meth:`ControlPlane.undeploy` and by a deploy's rollback: a tenant that is not
+deployed has its reset flow table (region ``t mod R``) and its reset weight, so a rollback can
+put the table back without reading it.
+
+Deploy order (packets never meet a half-written configuration): the NT configurations of the
+chosen regions' personality blocks; loading the personality where another one is active
+(``load_index``, the ``load`` strobe, then ``online`` and ``active`` are polled; the region's
+``reconfig_cycles`` is left as the board set it); the region costs (``r<r>_cost``, 8.8 fixed
+point of the chain's cycles per beat); the tenant's weight; its flow table over its regions,
+committed (``commit_pending`` polled); the classifier table, rewritten whole on every port with
+every tenant's keys; the enable bit last. Any failure (a bus error, a timeout) rolls back:
+the enable mask is restored, the previous classifier table written again, the tenant's table
+reset, and every read-write register written goes back to its previous value; then one
+:class:`DeployFailed` is raised. A personality loaded for the deploy stays loaded (the region is
+free, so nothing uses it; loading the old one back would cost another reconfiguration), and
+strobed NT table writes in that free region are not undone.
+"""
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..hw.chain.spec import load_chain
+from ..hw.config import ConfigError
+from ..hw.nic.classifier import ClassifierConfig, classifier_block
+from ..hw.nic.layout import NicShape
+from ..hw.nic.region import personality_block_name
+from ..hw.nic.scheduler import SchedulerConfig
+from .discovery import check_supported, discover
+
+__all__ = ["ControlPlane", "TenantRecord", "ControlError", "DeployRefused", "DeployFailed",
+           "ControlTimeout", "STATE_VERSION"]
+
+STATE_VERSION = 1
+
+
+class ControlError(Exception):
+    """A control-plane operation could not be carried out (one line)."""
+
+
+class DeployRefused(ControlError):
+    """Refused before any write: a bad request, unknown tenant, oversubscription, a key
+    another tenant holds, a design this driver does not support."""
+
+
+class DeployFailed(ControlError):
+    """The hardware failed mid-way (bus error, timeout); what was done has been undone."""
+
+
+class ControlTimeout(ControlError):
+    """A handshake (region load, table commit, drain) did not complete in time."""
+
+
+@dataclass(frozen=True)
+class TenantRecord:
+    """A deployed tenant: its chain (by name and spec file), the regions hosting it, its keys
+    and weight."""
+    tenant: int
+    chain: str
+    source: str
+    regions: tuple
+    keys: tuple
+    weight: float = 1
+    build_id: int = 0
+
+    def to_json(self):
+        out = asdict(self)
+        out["regions"], out["keys"] = list(self.regions), list(self.keys)
+        return out
+
+    @classmethod
+    def from_json(cls, raw):
+        return cls(int(raw["tenant"]), str(raw["chain"]), str(raw["source"]),
+                   tuple(int(r) for r in raw["regions"]), tuple(int(k) for k in raw["keys"]),
+                   raw.get("weight", 1), int(raw.get("build_id", 0)))
+
+
+@dataclass(frozen=True)
+class _Write:
+    block: str
+    reg: str
+    value: int
+
+
+@dataclass(frozen=True)
+class _Load:
+    region: int
+    index: int
+
+
+@dataclass(frozen=True)
+class _Commit:
+    tenant: int
+
+
+async def _no_wait():
+    await asyncio.sleep(0)
+
+
+class ControlPlane:
+    """Deploys and removes tenants on the NIC behind ``bus`` (see the module docstring).
+
+    ``state_path``: the JSON state file (``None``: keep records in memory only); ``wait``: an
+    async callable run between two polls of a handshake (a served virtual device only advances
+    when asked: pass ``lambda: client.run(256)``); ``timeout``: seconds a handshake may take.
+    """
+
+    def __init__(self, bus, description, state_path=None, wait=None, timeout=10.0):
+        if not isinstance(description, dict) or "registers" not in description:
+            raise TypeError(f"Description must be a design JSON object with registers, "
+                            f"not {description!r}")
+        if not description.get("regions"):
+            raise DeployRefused("the design is not a multi-tenant NIC (its description has no "
+                                "regions)")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+            raise ValueError(f"Timeout must be a positive number of seconds, not {timeout!r}")
+        self.bus = bus
+        self.description = description
+        self.state_path = Path(state_path) if state_path is not None else None
+        self.wait = wait or _no_wait
+        self.timeout = timeout
+        cfg = description["config"]
+        self.regions = description["regions"]
+        self.shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"],
+                              cfg["ports"], len(self.regions))
+        self.table_size = cfg["table_size"]
+        self.classifier_entries = cfg["classifier_entries"]
+        self.build_id = description.get("build_id", 0)
+        self._regs = {(b["name"], r["name"]): r for b in description["registers"]["blocks"]
+                      for r in b["registers"]}
+        self._checked = False
+        self._memory = {}           # records when there is no state file
+        self.deployed = {}          # tenant -> TenantRecord, after refresh()
+        self.unmanaged = ()         # enabled tenants without a valid record
+        self.fresh = False          # the device has not been programmed since reset
+        self.enable_mask = 0
+        self.active = []            # per region: index of the active personality
+
+    # --- registers ------------------------------------------------------------------------------
+    def _reg(self, block, reg):
+        try:
+            return self._regs[(block, reg)]
+        except KeyError:
+            raise DeployRefused(f"register {block}.{reg} is not in the design") from None
+
+    async def read(self, block, reg):
+        info = self._reg(block, reg)
+        value = 0
+        for part in range(info["words"]):
+            value |= await self.bus.read32(info["address"] + 4 * part) << (32 * part)
+        return value & ((1 << info["width"]) - 1)
+
+    async def _raw_write(self, block, reg, value):
+        info = self._reg(block, reg)
+        for part in range(info["words"]):
+            await self.bus.write32(info["address"] + 4 * part, value >> (32 * part) & 0xFFFF_FFFF)
+
+    def _check_write(self, block, reg, value):
+        info = self._reg(block, reg)
+        if info["access"] == "R":
+            raise DeployRefused(f"register {block}.{reg} is read-only")
+        if not isinstance(value, int) or isinstance(value, bool) \
+                or not 0 <= value < 2 ** info["width"]:
+            raise DeployRefused(f"value for {block}.{reg} must fit in {info['width']} bits, "
+                                f"not {value!r}")
+
+    async def _poll(self, what, done):
+        deadline = time.monotonic() + self.timeout
+        while not await done():
+            if time.monotonic() > deadline:
+                raise ControlTimeout(f"timed out after {self.timeout} s waiting for {what}")
+            await self.wait()
+
+    # --- state ----------------------------------------------------------------------------------
+    async def check_design(self):
+        """Discover the blocks, refuse unsupported versions and a description of another
+        design (raises :class:`~supernic.driver.discovery.UnsupportedDesignError` or
+        :class:`DeployRefused`)."""
+        if self._checked:
+            return
+        blocks = await discover(self.bus)
+        check_supported(blocks)
+        described = {b["base"]: b for b in self.description["registers"]["blocks"]}
+        found = {b.base: b for b in blocks}
+        for base, entry in described.items():
+            block = found.get(base)
+            if block is None or block.type_id != entry["type"]:
+                raise DeployRefused(f"the design description does not match the device: block "
+                                    f"{entry['name']} is not at {base:#010x}")
+        build_id = await self.read("id", "build_id")
+        if build_id != self.build_id:
+            raise DeployRefused(f"the device runs build {build_id:#010x}, the description is "
+                                f"of build {self.build_id:#010x}")
+        self._checked = True
+
+    def _load_records(self):
+        if self.state_path is None:
+            return dict(self._memory)
+        try:
+            raw = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            raise ControlError(f"cannot read the state file {self.state_path}: {e}") from None
+        try:
+            if raw.get("version") != STATE_VERSION:
+                return {}
+            records = [TenantRecord.from_json(r) for r in raw.get("tenants", [])]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return {}               # unreadable bookkeeping: the hardware decides alone
+        return {r.tenant: r for r in records}
+
+    def _save_records(self, records):
+        if self.state_path is None:
+            self._memory = dict(records)
+            return
+        text = json.dumps({"version": STATE_VERSION, "build_id": self.build_id,
+                           "tenants": [records[t].to_json() for t in sorted(records)]}, indent=2)
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_name(self.state_path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, self.state_path)   # atomic: a reader sees the old or the new file
+
+    def _personality(self, region, chain):
+        for index, p in enumerate(self.regions[region]):
+            if p["name"] == chain:
+                return index
+        return None
+
+    async def _classifier_programmed(self):
+        for (block, reg), info in self._regs.items():
+            if block == "classifier0" and info["access"] == "RW" and reg.startswith("entry_"):
+                if await self.read(block, reg) != info["reset"]:
+                    return True
+        return False
+
+    async def refresh(self):
+        """Read the hardware and reconcile the state file with it (module docstring); set
+        ``deployed``, ``unmanaged``, ``enable_mask`` and ``active``."""
+        await self.check_design()
+        self.enable_mask = await self.read("scheduler", "tenant_enable")
+        self.active = [await self.read(f"region{r}", "active") for r in range(len(self.regions))]
+        records = self._load_records()
+        fresh = not await self._classifier_programmed()
+        deployed, unmanaged = {}, []
+        for t in range(self.shape.tenants):
+            record = records.get(t)
+            valid = (not fresh and record is not None and self.enable_mask >> t & 1
+                     and record.build_id == self.build_id and record.regions
+                     and all(0 <= r < len(self.regions)
+                             and self._personality(r, record.chain) == self.active[r]
+                             for r in record.regions))
+            if valid:
+                deployed[t] = record
+            elif self.enable_mask >> t & 1 and not fresh:
+                unmanaged.append(t)
+        self.fresh = fresh
+        self.deployed, self.unmanaged = deployed, tuple(unmanaged)
+        if deployed != records:
+            self._save_records(deployed)
+        return deployed
+
+    def free_regions(self):
+        used = {r for record in self.deployed.values() for r in record.regions}
+        return [r for r in range(len(self.regions)) if r not in used]
+
+    @contextlib.contextmanager
+    def _locked(self):
+        """Hold an exclusive lock on ``<state file>.lock`` for one operation, so that two
+        drivers sharing a device and its state file deploy one after the other."""
+        if self.state_path is None:
+            yield
+            return
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.state_path.with_name(self.state_path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    # --- planning -------------------------------------------------------------------------------
+    def _hosts(self):
+        return "; ".join(f"region {r}: {', '.join(p['name'] for p in ps)}"
+                         for r, ps in enumerate(self.regions))
+
+    def _check_spec(self, spec):
+        """The spec's chain must be one the regions were built with, node for node."""
+        hosts = [r for r in range(len(self.regions)) if self._personality(r, spec.name) is not None]
+        if not hosts:
+            raise DeployRefused(f"chain {spec.name!r} ({spec.source}) is not a personality of "
+                                f"any region; the regions can host: {self._hosts()}")
+        built = self.regions[hosts[0]][self._personality(hosts[0], spec.name)]
+        mine = [(n.name, n.kind) for n in spec.node_list()]
+        theirs = [(n["name"], n["nt"]) for n in built["nodes"]]
+        if mine != theirs:
+            raise DeployRefused(f"chain {spec.name!r} ({spec.source}) has nodes {mine}, but "
+                                f"the regions were built with {theirs}")
+        return hosts, built
+
+    def _classifier_writes(self, records):
+        config = ClassifierConfig.from_tenants(
+            [(r.tenant, list(r.keys)) for r in sorted(records.values(), key=lambda r: r.tenant)],
+            default=None)
+        if len(config.entries) > self.classifier_entries:
+            raise DeployRefused(f"the classifier has {self.classifier_entries} slots, the "
+                                f"tenants' keys need {len(config.entries)}")
+        writes = []
+        for p in range(self.shape.ports):
+            block = classifier_block(f"classifier{p}", self.shape, self.classifier_entries)
+            writes += [_Write(f"classifier{p}", reg, value)
+                       for reg, value in config.register_writes(block)]
+        return writes
+
+    def _table_writes(self, tenant, regions):
+        writes = []
+        for i in range(self.table_size):
+            writes += [_Write("scheduler", "table_tenant", tenant),
+                       _Write("scheduler", "table_index", i),
+                       _Write("scheduler", "table_region", regions[i % len(regions)]),
+                       _Write("scheduler", "table_write", 1)]
+        return writes + [_Write("scheduler", "table_commit", 1 << tenant), _Commit(tenant)]
+
+    def _reset_table(self, tenant):
+        return self._table_writes(tenant, [tenant % len(self.regions)])
+
+    def _admit(self, spec, tenant, instances, weight):
+        """Checks before any write; returns ``(regions, record, plan)``."""
+        if not isinstance(tenant, int) or isinstance(tenant, bool) \
+                or not 0 <= tenant < self.shape.tenants:
+            raise DeployRefused(f"tenant must be an integer from 0 to {self.shape.tenants - 1} "
+                                f"(nic.tenants), not {tenant!r}")
+        if not isinstance(instances, int) or isinstance(instances, bool) or instances < 1:
+            raise DeployRefused(f"instances must be a positive integer, not {instances!r}")
+        try:
+            sched = SchedulerConfig(self.shape.tenants, len(self.regions), self.table_size,
+                                    weights=tuple(weight if t == tenant else 1
+                                                  for t in range(self.shape.tenants)))
+        except (ConfigError, TypeError) as e:
+            raise DeployRefused(f"weight: {e}") from None
+        hosts, built = self._check_spec(spec)
+        if self.unmanaged:
+            raise DeployRefused(
+                f"tenants {list(self.unmanaged)} are enabled but not recorded in the state file "
+                f"(their flow tables cannot be read back); undeploy them first")
+        if tenant in self.deployed:
+            r = self.deployed[tenant]
+            raise DeployRefused(f"tenant {tenant} is taken: it runs {r.chain} on regions "
+                                f"{list(r.regions)}")
+        owners = {k: r for r in self.deployed.values() for k in r.keys}
+        for key in spec.keys:
+            if key in owners:
+                raise DeployRefused(f"key {key} of chain {spec.name!r} is claimed by tenant "
+                                    f"{owners[key].tenant} ({owners[key].chain})")
+        free = self.free_regions()
+        usable = [r for r in hosts if r in free]
+        if len(usable) < instances:
+            taken = {r: rec.tenant for rec in self.deployed.values() for r in rec.regions}
+            held = ", ".join(f"region {r} by tenant {taken[r]}" for r in hosts if r in taken)
+            raise DeployRefused(f"not enough free regions for {instances} instance(s) of "
+                                f"{spec.name!r}: regions able to host it are {hosts}, free "
+                                f"{usable}" + (f" (held: {held})" if held else ""))
+        # Regions where the chain is already active first: no reconfiguration needed.
+        usable.sort(key=lambda r: (self.active[r] != self._personality(r, spec.name), r))
+        chosen = sorted(usable[:instances])
+        record = TenantRecord(tenant, spec.name, str(spec.source), tuple(chosen),
+                              tuple(spec.keys), weight, self.build_id)
+
+        plan = []
+        for r in chosen:
+            for node in spec.node_list():
+                block = personality_block_name(r, spec.name, node.name)
+                try:
+                    writes = node.config.register_writes(node.params)
+                except (ConfigError, ValueError) as e:
+                    raise DeployRefused(f"node {node.name!r}: {e}") from None
+                plan += [_Write(block, reg, value) for reg, value in writes]
+        for r in chosen:
+            index = self._personality(r, spec.name)
+            if self.active[r] != index:
+                plan.append(_Load(r, index))
+        cost = _fixed_cost(built["cycles_per_beat"])
+        plan += [_Write("scheduler", f"r{r}_cost", cost) for r in chosen]
+        plan += [_Write("scheduler", f"t{tenant}_inv_weight", sched.inv_weight(tenant)),
+                 _Write("scheduler", f"t{tenant}_quantum", sched.tenant_quantum(tenant))]
+        plan += self._table_writes(tenant, chosen)
+        after = dict(self.deployed)
+        after[tenant] = record
+        plan += self._classifier_writes(after)
+        managed = sum(1 << t for t in self.deployed)
+        plan.append(_Write("scheduler", "tenant_enable", managed | 1 << tenant))
+        for step in plan:
+            if isinstance(step, _Write):
+                self._check_write(step.block, step.reg, step.value)
+        return chosen, record, plan
+
+    # --- execution ------------------------------------------------------------------------------
+    async def _run(self, plan, journal=None):
+        """Carry out ``plan``; with ``journal`` (a dict), note the previous value of every
+        read-write register before its first write."""
+        for step in plan:
+            if isinstance(step, _Write):
+                info = self._reg(step.block, step.reg)
+                key = (step.block, step.reg)
+                if journal is not None and info["access"] == "RW" and key not in journal:
+                    journal[key] = await self.read(step.block, step.reg)
+                await self._raw_write(step.block, step.reg, step.value)
+            elif isinstance(step, _Load):
+                await self._load(step.region, step.index, journal)
+            elif isinstance(step, _Commit):
+                await self._commit(step.tenant)
+
+    async def _load(self, region, index, journal=None):
+        block = f"region{region}"
+        if journal is not None and (block, "load_index") not in journal:
+            journal[(block, "load_index")] = await self.read(block, "load_index")
+        await self._raw_write(block, "load_index", index)
+        await self._raw_write(block, "load", 1)
+
+        async def loaded():
+            return (await self.read(block, "online") == 1
+                    and await self.read(block, "active") == index)
+        await self._poll(f"region {region} to load personality {index} "
+                         f"({self.regions[region][index]['name']})", loaded)
+
+    async def _commit(self, tenant):
+        async def committed():
+            return not await self.read("scheduler", "commit_pending") >> tenant & 1
+        await self._poll(f"tenant {tenant}'s flow table commit", committed)
+
+    async def deploy(self, spec_path, tenant, instances=1, weight=1):
+        """Deploy the chain of ``spec_path`` as ``tenant`` on ``instances`` free regions with
+        ``weight``; return its :class:`TenantRecord`. Raises :class:`DeployRefused` (or
+        :class:`~supernic.hw.chain.spec.ChainError`, or an unsupported design) before any
+        write, :class:`DeployFailed` after a rollback."""
+        spec = load_chain(spec_path)        # ChainError: a bad spec, before the device
+        with self._locked():
+            return await self._deploy(spec, tenant, instances, weight)
+
+    async def _deploy(self, spec, tenant, instances, weight):
+        await self.refresh()
+        chosen, record, plan = self._admit(spec, tenant, instances, weight)
+        old_enable = self.enable_mask
+        previous = dict(self.deployed)
+        journal = {}
+        try:
+            await self._run(plan, journal)
+            after = dict(previous)
+            after[tenant] = record
+            self._save_records(after)
+        except Exception as e:  # noqa: BLE001: a bus, transport or file failure: roll back
+            problems = await self._rollback(tenant, old_enable, previous, journal, plan)
+            what = f"deploy of {spec.name!r} as tenant {tenant} failed: {e}"
+            if problems:
+                raise DeployFailed(f"{what}; rollback incomplete: {'; '.join(problems)}") from e
+            raise DeployFailed(f"{what}; rolled back, nothing of tenant {tenant} stays "
+                               f"configured") from e
+        self.deployed = after
+        self.enable_mask = (old_enable & sum(1 << t for t in previous)) | 1 << tenant
+        return record
+
+    async def _rollback(self, tenant, old_enable, previous, journal, plan):
+        """Undo a failed deploy, best effort at every step; return what could not be undone.
+        The rewrites go through the journal too: a staging register they touch that the deploy
+        had not reached yet is put back as well."""
+        problems = []
+
+        async def attempt(what, coroutine):
+            try:
+                await coroutine
+            except Exception as e:  # noqa: BLE001: keep undoing the rest
+                problems.append(f"{what}: {e}")
+
+        await attempt("restoring tenant_enable",
+                      self._raw_write("scheduler", "tenant_enable", old_enable))
+        if any(isinstance(s, _Write) and s.block.startswith("classifier") and
+               (s.block, s.reg) in journal for s in plan):
+            await attempt("restoring the classifier",
+                          self._run(self._classifier_writes(previous), journal))
+        if ("scheduler", "table_tenant") in journal:
+            await attempt(f"resetting tenant {tenant}'s flow table",
+                          self._run(self._reset_table(tenant), journal))
+        for (block, reg), value in reversed(journal.items()):
+            await attempt(f"restoring {block}.{reg}", self._raw_write(block, reg, value))
+        return problems
+
+    async def undeploy(self, tenant):
+        """Remove ``tenant``: its classifier entries go (the table is rewritten without them),
+        its queued packets are let through its chain, then it is disabled, its packets in
+        flight drain, and its regions are freed (flow table, weight and region costs back to
+        their reset values). Returns the removed :class:`TenantRecord` (``None`` for an
+        unmanaged tenant). Raises :class:`DeployRefused` for a tenant that is not deployed.
+
+        The queued packets go first because the scheduler never dispatches a disabled
+        tenant's queues: disabled first, they would wait there for the next tenant given the
+        same id."""
+        with self._locked():
+            return await self._undeploy(tenant)
+
+    async def _undeploy(self, tenant):
+        await self.refresh()
+        if not isinstance(tenant, int) or isinstance(tenant, bool) \
+                or not 0 <= tenant < self.shape.tenants:
+            raise DeployRefused(f"tenant must be an integer from 0 to {self.shape.tenants - 1} "
+                                f"(nic.tenants), not {tenant!r}")
+        if tenant not in self.deployed and tenant not in self.unmanaged:
+            known = sorted(set(self.deployed) | set(self.unmanaged))
+            raise DeployRefused(f"tenant {tenant} is not deployed (deployed tenants: "
+                                f"{known or 'none'})")
+        record = self.deployed.get(tenant)
+        remaining = {t: r for t, r in self.deployed.items() if t != tenant}
+        try:
+            await self._remove(tenant, record, remaining)
+        except Exception as e:  # noqa: BLE001: one clear line, whatever failed
+            enabled = "still enabled" if self.enable_mask >> tenant & 1 else "disabled"
+            raise ControlError(f"undeploy of tenant {tenant} failed: {e} (the tenant is "
+                               f"{enabled}; run undeploy again)") from e
+        self._save_records(remaining)
+        self.deployed = remaining
+        self.unmanaged = tuple(t for t in self.unmanaged if t != tenant)
+        return record
+
+    async def _remove(self, tenant, record, remaining):
+        await self._run(self._classifier_writes(remaining))
+
+        async def backlog_empty():
+            return await self.read("scheduler", f"t{tenant}_backlog_beats") == 0
+        try:
+            await self._poll(f"tenant {tenant}'s queues to empty", backlog_empty)
+        except ControlTimeout:
+            pass    # a stalled region: disable anyway, the queued packets stay queued
+        await self._raw_write("scheduler", "tenant_enable", self.enable_mask & ~(1 << tenant))
+        self.enable_mask &= ~(1 << tenant)
+
+        async def drained():
+            return await self.read("scheduler", f"t{tenant}_in_flight") == 0
+        await self._poll(f"tenant {tenant}'s packets in flight to drain", drained)
+        plan = self._reset_table(tenant)
+        for reg in (f"t{tenant}_inv_weight", f"t{tenant}_quantum"):
+            plan.append(_Write("scheduler", reg, self._reg("scheduler", reg)["reset"]))
+        for r in (record.regions if record else ()):
+            plan.append(_Write("scheduler", f"r{r}_cost",
+                               self._reg("scheduler", f"r{r}_cost")["reset"]))
+        await self._run(plan)
+
+
+def _fixed_cost(cycles_per_beat):
+    """A region cost register value: cycles a beat occupies the region, 8.8 fixed point."""
+    try:
+        return SchedulerConfig(1, 1, 1, region_costs=(cycles_per_beat,)).cost(0)
+    except ConfigError as e:
+        raise DeployRefused(f"region cost: {e}") from None
+

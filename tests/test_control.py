@@ -1,0 +1,455 @@
+"""The control plane (`supernic.driver.control`) and `snic deploy` / `snic undeploy`.
+
+No simulator: a register file model of a real NIC register map (tests/data/nic_test.toml, and
+a smaller NIC for the fault sweep) sits behind a register bus that also plays the hardware's
+part in the handshakes the control plane polls (a region load completes after a few reads of
+the region, a table commit after a few reads of ``commit_pending``; nothing is in flight) and
+keeps what the registers cannot show: the scheduler's shadow and active flow tables and the
+classifiers' slots. Checks: a deploy programs exactly the expected registers; two tenants
+deploy; refusals (bad spec, foreign chain, unknown tenant, oversubscription, duplicate key,
+unsupported design) leave the whole image unchanged; a bus error at every write position of a
+deploy, and a load timeout, leave no trace of the tenant; undeploy then redeploy works; state
+survives a new control plane; the CLI over a real device server on a fake device.
+"""
+
+import asyncio
+import copy
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from supernic.driver.cli import main as snic
+from supernic.driver.control import (ControlError, ControlPlane, ControlTimeout, DeployFailed,
+                                     DeployRefused)
+from supernic.driver.discovery import UnsupportedDesignError
+from supernic.driver.server import DeviceServer
+from supernic.driver.transport import RegisterBus, Response
+from supernic.hw.chain.spec import ChainError, load_chain
+from supernic.hw.config import DesignConfig, load_config
+from supernic.hw.generate import design_description
+from supernic.hw.nic.classifier import ClassifierEntry, entry_layout
+from supernic.hw.nic.layout import NicShape
+from supernic.sim.csr_model import RegisterFileModel
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAINS = ROOT / "chains"
+NIC_TOML = ROOT / "tests" / "data" / "nic_test.toml"
+#: A small NIC for the fault sweep: few classifier slots and table entries keep the deploy
+#: short enough to fail it at every write.
+SMALL_NIC = DesignConfig(name="small_nic", data_width=64, tenants=2, ports=2,
+                         regions=(("metered",), ("web", "secure")), classifier_entries=4,
+                         table_size=4)
+
+
+class FakeNic(RegisterBus):
+    """A NIC register file plus what the hardware does behind it (see the module docstring).
+
+    ``fail_at``: the write number (1-based, counted over the bus's life) answered SLVERR;
+    ``load_reads``: reads of a loading region before it comes back online (``None``: never).
+    """
+
+    def __init__(self, description, load_reads=3, commit_reads=2):
+        self.description = description
+        self.model = RegisterFileModel(description["registers"])
+        cfg = description["config"]
+        self.shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"],
+                              cfg["ports"], len(description["regions"]))
+        m, sh = self.model, self.shape
+        m.set_input("id", "build_id", description["build_id"])
+        m.set_input("id", "design_version", 0x0001_0000)
+        m.set_input("id", "data_width", cfg["data_width"])
+        for r, personalities in enumerate(description["regions"]):
+            m.set_input(f"region{r}", "personalities", len(personalities))
+            m.set_input(f"region{r}", "online", 1)
+        self.tables = [[t % sh.regions] * cfg["table_size"] for t in range(sh.tenants)]
+        self.shadows = copy.deepcopy(self.tables)
+        empty = {name: 0 for name in entry_layout(sh).members}
+        self.slots = [[dict(empty) for _ in range(cfg["classifier_entries"])]
+                      for _ in range(sh.ports)]
+        self.load_reads, self.commit_reads = load_reads, commit_reads
+        self.loading = {}      # region -> [reads left, target]
+        self.committing = {}   # tenant -> reads left
+        self.writes = 0
+        self.fail_at = None
+        self.log = []          # (block, register, word part, value) of every write
+        self.overrides = {}    # address -> value read instead of the model's
+
+    def image(self):
+        return copy.deepcopy((self.model.values, self.tables, self.shadows, self.slots))
+
+    # --- the bus -------------------------------------------------------------------------------
+    def read(self, address):
+        if address in self.overrides:
+            return self.overrides[address], Response.OKAY
+        word = self.model.words.get(address & ~3)
+        if word is not None and word.block.startswith("region") and word.register in (
+                "online", "active"):
+            self._step_load(int(word.block[6:]))
+        if word is not None and (word.block, word.register) == ("scheduler", "commit_pending"):
+            self._step_commits()
+        return self.model.read(address)
+
+    def write(self, address, value, strobe=0b1111):
+        self.writes += 1
+        if self.writes == self.fail_at:
+            return Response.SLVERR
+        pulses = len(self.model.pulses)
+        response = self.model.write(address, value, strobe)
+        word = self.model.words.get(address & ~3)
+        if word is not None and word.access is not None:
+            self.log.append((word.block, word.register, word.part, value))
+        for block, reg, bits in self.model.pulses[pulses:]:
+            self._pulse(block, reg, bits)
+        return response
+
+    async def read_word(self, address):
+        return self.read(address)
+
+    async def write_word(self, address, value, strobe=0b1111):
+        return self.write(address, value, strobe)
+
+    # --- the hardware's side ------------------------------------------------------------------
+    def _pulse(self, block, reg, bits):
+        get = self.model.get
+        if (block, reg) == ("scheduler", "table_write"):
+            t, i = get("scheduler", "table_tenant"), get("scheduler", "table_index")
+            self.shadows[t][i] = get("scheduler", "table_region")
+        elif (block, reg) == ("scheduler", "table_commit"):
+            for t in range(self.shape.tenants):
+                if bits >> t & 1:
+                    self.committing[t] = self.commit_reads
+            self._show_pending()
+        elif block.startswith("classifier") and reg == "entry_write":
+            port = int(block[10:])
+            self.slots[port][get(block, "entry_index")] = {
+                name: get(block, f"entry_{name}") for name in self.slots[port][0]}
+        elif block.startswith("region") and reg == "load":
+            r = int(block[6:])
+            self.model.set_input(block, "online", 0)
+            self.loading[r] = [self.load_reads, get(block, "load_index")]
+
+    def _step_load(self, r):
+        if r not in self.loading or self.loading[r][0] is None:
+            return
+        self.loading[r][0] -= 1
+        if self.loading[r][0] <= 0:
+            _, target = self.loading.pop(r)
+            block = f"region{r}"
+            if target < len(self.description["regions"][r]):
+                self.model.set_input(block, "active", target)
+            self.model.set_input(block, "online", 1)
+            self.model.set_input(block, "loads", self.model.get(block, "loads") + 1)
+
+    def _step_commits(self):
+        for t in list(self.committing):
+            self.committing[t] -= 1
+            if self.committing[t] <= 0:
+                del self.committing[t]
+                self.tables[t] = list(self.shadows[t])
+        self._show_pending()
+
+    def _show_pending(self):
+        self.model.set_input("scheduler", "commit_pending",
+                             sum(1 << t for t in self.committing))
+
+
+class FakeDevice:
+    """What the device server needs of a device, over a :class:`FakeNic`."""
+
+    def __init__(self, nic):
+        self.nic = nic
+        self.data_width = nic.description["config"]["data_width"]
+        self.port_count = nic.shape.ports
+        self.cycle = 0
+
+    def access(self, write, address, value=0, strobe=0b1111):
+        self.cycle += 4
+        if write:
+            return 0, self.nic.write(address, value, strobe)
+        return self.nic.read(address)
+
+    def run(self, cycles):
+        self.cycle += cycles
+
+
+@pytest.fixture(scope="module")
+def nic_description():
+    return design_description(load_config(NIC_TOML))
+
+
+@pytest.fixture(scope="module")
+def small_description():
+    return design_description(SMALL_NIC)
+
+
+def _run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def _expected_slots(nic, tenants):
+    """Classifier slots for ``[(tenant, keys), ...]``, as the hardware holds them."""
+    empty = {name: 0 for name in entry_layout(nic.shape).members}
+    entries = [ClassifierEntry(t, k).words(nic.shape) for t, keys in tenants for k in keys]
+    size = len(nic.slots[0])
+    return [entries + [dict(empty) for _ in range(size - len(entries))]
+            for _ in range(nic.shape.ports)]
+
+
+def _nt_writes(nic, region, spec):
+    """The word writes that configure ``spec``'s NTs in ``region``, in order."""
+    regs = {(b["name"], r["name"]): r for b in nic.description["registers"]["blocks"]
+            for r in b["registers"]}
+    out = []
+    for node in spec.node_list():
+        block = f"r{region}_{spec.name}_{node.name}"
+        for reg, value in node.config.register_writes(node.params):
+            for part in range(regs[(block, reg)]["words"]):
+                out.append((block, reg, part, value >> (32 * part) & 0xFFFF_FFFF))
+    return out
+
+
+def test_deploy_programs_the_expected_registers(nic_description, tmp_path):
+    nic = FakeNic(nic_description)
+    plane = ControlPlane(nic, nic_description, tmp_path / "state.json")
+    web, secure = load_chain(CHAINS / "web.toml"), load_chain(CHAINS / "secure.toml")
+    assert _run(plane.refresh()) == {} and plane.fresh          # reset: all enabled, inert
+
+    record = _run(plane.deploy(CHAINS / "web.toml", tenant=0))
+    assert record.regions == (0,) and record.keys == (100,)
+    get = nic.model.get
+    assert get("scheduler", "tenant_enable") == 0b0001     # the reset defaults are cleared
+    assert nic.tables[0] == [0] * 16
+    assert nic.slots == _expected_slots(nic, [(0, [100])])
+    assert [w for w in nic.log if w[0].startswith("r0_web_")] == _nt_writes(nic, 0, web)
+    assert not any(w[0].startswith(("r1_", "r2_", "r3_", "r4_")) for w in nic.log)
+    assert get("scheduler", "r0_cost") == 0x100 and get("scheduler", "t0_inv_weight") == 0x100
+    assert not nic.model.pulses or all(p[1] != "load" for p in nic.model.pulses)
+    # The enable bit is the last write, after the classifier and the table commit.
+    assert nic.log[-1] == ("scheduler", "tenant_enable", 0, 0b0001)
+
+    # A second tenant: two instances of secure, region 1 must first load its personality.
+    nic.log.clear()
+    record = _run(plane.deploy(CHAINS / "secure.toml", tenant=1, instances=2, weight=2))
+    assert record.regions == (1, 2)
+    assert get("region1", "active") == 1 and get("region1", "loads") == 1
+    assert ("region1", "load", 1) in nic.model.pulses
+    assert get("scheduler", "tenant_enable") == 0b0011
+    assert nic.tables[0] == [0] * 16 and nic.tables[1] == [1, 2] * 8
+    assert nic.slots == _expected_slots(nic, [(0, [100]), (1, [30])])
+    assert [w for w in nic.log if w[0].startswith("r1_secure_")] == _nt_writes(nic, 1, secure)
+    assert [w for w in nic.log if w[0].startswith("r2_secure_")] == _nt_writes(nic, 2, secure)
+    assert get("scheduler", "t1_inv_weight") == 0x80 and get("scheduler", "t1_quantum") == 4096
+    blocks = [w[0] for w in nic.log]
+    # NT configs, then the load, then scheduler, classifiers, enable last.
+    assert blocks.index("region1") > max(i for i, b in enumerate(blocks) if b.startswith("r2_"))
+    assert blocks.index("classifier0") > blocks.index("region1")
+    assert nic.log[-1] == ("scheduler", "tenant_enable", 0, 0b0011)
+
+    # A new control plane (another CLI invocation) sees the same truth.
+    again = ControlPlane(nic, nic_description, tmp_path / "state.json")
+    assert set(_run(again.refresh())) == {0, 1} and again.unmanaged == ()
+    assert again.free_regions() == [3, 4]
+    # Without the state file the enabled tenants are unmanaged: deploys are refused.
+    blind = ControlPlane(nic, nic_description, tmp_path / "other.json")
+    before = nic.image()
+    with pytest.raises(DeployRefused, match=r"tenants \[0, 1\] are enabled but not recorded"):
+        _run(blind.deploy(CHAINS / "metered.toml", tenant=2))
+    assert nic.image() == before
+    # An unmanaged tenant can be undeployed (disabled, its table reset) without a record.
+    assert _run(blind.undeploy(1)) is None
+    assert nic.model.get("scheduler", "tenant_enable") == 0b0001 and nic.tables[1] == [1] * 16
+
+
+def _refused(nic, plane, call, error, match):
+    before = nic.image()
+    pulses = len(nic.model.pulses)
+    with pytest.raises(error, match=match):
+        _run(call(plane))
+    assert nic.image() == before and len(nic.model.pulses) == pulses
+
+
+def test_refusals_leave_the_image_unchanged(nic_description, tmp_path):
+    nic = FakeNic(nic_description)
+    plane = ControlPlane(nic, nic_description, tmp_path / "state.json")
+    _run(plane.deploy(CHAINS / "web.toml", tenant=0, instances=2))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[tenant]\nname = 'web'\n[[nodes]]\nname = 'x'\nnt = 'nonesuch'\n")
+    _refused(nic, plane, lambda p: p.deploy(bad, 1), ChainError, "unknown NT 'nonesuch'")
+    _refused(nic, plane, lambda p: p.deploy(tmp_path / "missing.toml", 1), ChainError,
+             "does not exist")
+    _refused(nic, plane, lambda p: p.deploy(ROOT / "tests/chains/acl_dag.toml", 1),
+             DeployRefused, r"is not a personality of any region; the regions can host: "
+                            r"region 0: web; region 1: web, secure")
+    _refused(nic, plane, lambda p: p.deploy(CHAINS / "metered.toml", 4), DeployRefused,
+             r"tenant must be an integer from 0 to 3")
+    _refused(nic, plane, lambda p: p.deploy(CHAINS / "metered.toml", 0), DeployRefused,
+             r"tenant 0 is taken: it runs web on regions \[0, 1\]")
+    _refused(nic, plane, lambda p: p.deploy(CHAINS / "secure.toml", 1, instances=2),
+             DeployRefused, r"not enough free regions for 2 instance\(s\) of 'secure': regions "
+                            r"able to host it are \[1, 2\], free \[2\] \(held: region 1 by "
+                            r"tenant 0\)")
+    _refused(nic, plane, lambda p: p.deploy(CHAINS / "metered.toml", 1, weight=0),
+             DeployRefused, "weight")
+    dup = tmp_path / "metered.toml"
+    dup.write_text((CHAINS / "metered.toml").read_text().replace("keys = [10, 20]",
+                                                                 "keys = [10, 100]"))
+    _refused(nic, plane, lambda p: p.deploy(dup, 1), DeployRefused,
+             r"key 100 of chain 'metered' is claimed by tenant 0 \(web\)")
+    _refused(nic, plane, lambda p: p.undeploy(2), DeployRefused,
+             r"tenant 2 is not deployed \(deployed tenants: \[0\]\)")
+    # An unsupported major version of a block: discovery refuses it.
+    sched = next(b for b in nic_description["registers"]["blocks"] if b["name"] == "scheduler")
+    nic.overrides[sched["base"] + 4] = 0x0002_0000
+    _refused(nic, ControlPlane(nic, nic_description), lambda p: p.deploy(
+        CHAINS / "metered.toml", 1), UnsupportedDesignError, r"block scheduler .* version 2\.0")
+
+
+def _trace_free(nic, before, tenant):
+    """Nothing of ``tenant`` stays configured: the image equals ``before`` but for the regions'
+    load status (a personality loaded for the deploy stays loaded)."""
+    values, tables, shadows, slots = nic.image()
+    old_values, old_tables, old_shadows, old_slots = before
+    assert not values[("scheduler", "tenant_enable")] >> tenant & 1
+    assert slots == old_slots and tables == old_tables and shadows == old_shadows
+    loaded = {(f"region{r}", reg) for r in range(nic.shape.regions)
+              for reg in ("active", "loads", "online")}
+    assert {k: v for k, v in values.items() if k not in loaded} == \
+        {k: v for k, v in old_values.items() if k not in loaded}
+
+
+def test_a_fault_at_every_write_leaves_no_trace(small_description, tmp_path):
+    state = tmp_path / "state.json"
+    base = FakeNic(small_description)
+    _run(ControlPlane(base, small_description, state).deploy(CHAINS / "metered.toml", 0))
+    saved = state.read_text()
+    clean = copy.deepcopy(base)
+    shutil.copy(state, tmp_path / "clean.json")
+    _run(ControlPlane(clean, small_description, tmp_path / "clean.json").deploy(
+        CHAINS / "secure.toml", 1))
+    total = clean.writes - base.writes
+    assert clean.model.get("region1", "active") == 1 and total > 150
+    for k in range(1, total + 1):
+        nic = copy.deepcopy(base)
+        before = nic.image()
+        nic.fail_at = nic.writes + k
+        plane = ControlPlane(nic, small_description, state)
+        with pytest.raises(DeployFailed, match=r"deploy of 'secure' as tenant 1 failed: write "
+                                               r"at .* SLVERR.*rolled back"):
+            _run(plane.deploy(CHAINS / "secure.toml", 1))
+        _trace_free(nic, before, 1)
+        assert state.read_text() == saved
+    # After the last fault the same deploy goes through.
+    record = _run(ControlPlane(nic, small_description, state).deploy(CHAINS / "secure.toml", 1))
+    assert record.regions == (1,) and nic.model.get("scheduler", "tenant_enable") == 0b11
+
+
+def test_a_load_that_never_completes_times_out_and_rolls_back(small_description):
+    nic = FakeNic(small_description, load_reads=10 ** 9)
+    plane = ControlPlane(nic, small_description, timeout=0.05)
+    _run(plane.deploy(CHAINS / "metered.toml", 0))
+    before = nic.image()
+    with pytest.raises(DeployFailed, match=r"timed out after 0.05 s waiting for region 1 to "
+                                           r"load personality 1 \(secure\).*rolled back") as e:
+        _run(plane.deploy(CHAINS / "secure.toml", 1))
+    assert isinstance(e.value.__cause__, ControlTimeout)
+    _trace_free(nic, before, 1)
+
+
+def test_undeploy_then_redeploy(nic_description, tmp_path):
+    nic = FakeNic(nic_description)
+    plane = ControlPlane(nic, nic_description, tmp_path / "state.json")
+    _run(plane.deploy(CHAINS / "web.toml", 0, instances=2, weight=4))
+    _run(plane.deploy(CHAINS / "metered.toml", 1))
+    record = _run(plane.undeploy(0))
+    assert record.chain == "web" and record.regions == (0, 1)
+    get = nic.model.get
+    assert get("scheduler", "tenant_enable") == 0b0010
+    assert nic.slots == _expected_slots(nic, [(1, [10, 20])])
+    assert nic.tables[0] == [0] * 16                             # back to the reset table
+    assert get("scheduler", "t0_inv_weight") == 0x100 and get("scheduler", "t0_quantum") == 2048
+    # The classifier forgets the tenant before the disable (its queued packets go through
+    # its chain first); the reset table follows.
+    disable = nic.log.index(("scheduler", "tenant_enable", 0, 0b0010))
+    last_entry = max(i for i, w in enumerate(nic.log) if w[0] == "classifier1")
+    first_reset = max(i for i, w in enumerate(nic.log) if w[:2] == ("scheduler", "table_commit"))
+    assert last_entry < disable < first_reset
+    fresh = ControlPlane(nic, nic_description, tmp_path / "state.json")
+    assert set(_run(fresh.refresh())) == {1} and fresh.free_regions() == [0, 1, 2, 4]
+    with pytest.raises(DeployRefused, match="tenant 0 is not deployed"):
+        _run(fresh.undeploy(0))
+    # The freed regions and the freed id take a tenant again, in another order.
+    assert _run(fresh.deploy(CHAINS / "web.toml", 3, instances=2)).regions == (0, 1)
+    assert _run(fresh.deploy(CHAINS / "secure.toml", 0)).regions == (2,)
+    assert get("scheduler", "tenant_enable") == 0b1011
+    assert nic.tables[3] == [0, 1] * 8 and nic.tables[0] == [2] * 16
+    assert nic.slots == _expected_slots(nic, [(0, [30]), (1, [10, 20]), (3, [100])])
+
+
+def test_undeploy_that_cannot_drain_says_so(nic_description):
+    nic = FakeNic(nic_description)
+    plane = ControlPlane(nic, nic_description, timeout=0.05)
+    _run(plane.deploy(CHAINS / "web.toml", 0))
+    nic.model.set_input("scheduler", "t0_in_flight", 3)     # a region that never gives back
+    with pytest.raises(ControlError, match=r"undeploy of tenant 0 failed: timed out after "
+                                           r"0.05 s waiting for tenant 0's packets in flight "
+                                           r"to drain \(the tenant is disabled; run undeploy "
+                                           r"again\)"):
+        _run(plane.undeploy(0))
+    assert nic.model.get("scheduler", "tenant_enable") == 0
+
+
+def test_device_reset_makes_records_stale(nic_description, tmp_path):
+    nic = FakeNic(nic_description)
+    state = tmp_path / "state.json"
+    _run(ControlPlane(nic, nic_description, state).deploy(CHAINS / "web.toml", 0))
+    reset = FakeNic(nic_description)              # the same device after a reset
+    plane = ControlPlane(reset, nic_description, state)
+    assert _run(plane.refresh()) == {} and plane.fresh and plane.unmanaged == ()
+    assert _run(plane.deploy(CHAINS / "web.toml", 2)).regions == (0,)
+
+
+def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys):
+    short = Path(tempfile.mkdtemp(prefix="snic", dir="/tmp"))   # Unix socket paths are short
+    sock = short / "dev.sock"
+    nic = FakeNic(nic_description)
+    server = DeviceServer(FakeDevice(nic), nic_description)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def serve():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start(sock))
+        started.set()
+        loop.run_until_complete(server.serve())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert started.wait(10)
+        assert snic(["deploy", str(CHAINS / "web.toml"), "--tenant", "1", "--instances", "2",
+                     "--socket", str(sock)]) == 0
+        assert capsys.readouterr().out.strip() == "deployed web as tenant 1 on regions 0, 1"
+        assert (short / "dev.sock.tenants.json").exists()
+        assert nic.model.get("scheduler", "tenant_enable") == 0b0010
+
+        def fails(args, match):
+            assert snic([*args, "--socket", str(sock)]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith("snic: error: ") and match in err[0]
+        fails(["deploy", str(CHAINS / "secure.toml"), "--tenant", "0", "--instances", "3"],
+              "not enough free regions for 3 instance(s) of 'secure'")
+        fails(["deploy", str(ROOT / "tests/data/nic_test.toml"), "--tenant", "0"],
+              "unknown key 'design'")
+        fails(["undeploy", "--tenant", "3"], "tenant 3 is not deployed")
+        assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 0
+        assert nic.model.get("scheduler", "tenant_enable") == 0
+    finally:
+        loop.call_soon_threadsafe(server.request_shutdown)
+        thread.join(10)
+    assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no device is serving" in err[0]
+    shutil.rmtree(short, ignore_errors=True)

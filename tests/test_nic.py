@@ -26,12 +26,12 @@ def nic_sim():
 @pytest.mark.parametrize("policy", ["drf", "fifo"])
 def test_nic_matches_model(nic_sim, policy, tmp_path):
     result = run_bench(nic_sim, "random_traffic", {
-        "SNIC_SEED": 7 + len(policy), "SNIC_PACKETS": 3000, "SNIC_POLICY": policy,
+        "SNIC_SEED": 7 + len(policy), "SNIC_PACKETS": 2000, "SNIC_POLICY": policy,
         "SNIC_MALFORMED": 0.1,
     }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
     account = result["account"]
-    assert account["delivered"] > 1000
+    assert account["delivered"] > 800
     assert account["classifier_dropped"] > 0 and account["nt_dropped"] > 0
     assert len(result["dispatched"]) == 5
 
@@ -42,7 +42,7 @@ def test_nic_scale_out_under_traffic(nic_sim, tmp_path):
     chain into the region (drain, reconfiguration time), add it to the second tenant's
     buckets. Nothing is lost or reordered, and both personalities' counters match."""
     result = run_bench(nic_sim, "random_traffic", {
-        "SNIC_SEED": 31, "SNIC_PACKETS": 3000, "SNIC_POLICY": "drf", "SNIC_RECONFIGURE": 1,
+        "SNIC_SEED": 31, "SNIC_PACKETS": 2000, "SNIC_POLICY": "drf", "SNIC_RECONFIGURE": 1,
     }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
     (move,) = result["moves"]

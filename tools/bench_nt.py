@@ -77,7 +77,8 @@ def nt_bench(config, console, quick, only=None):
         for path in chains:
             name = path.stem
             for width in WIDTHS:
-                cfg = config.with_(data_width=width)
+                # The baseline is the parser alone, whatever top level the configuration builds.
+                cfg = config.with_(data_width=width, regions=())
                 status.update(f"chain {name}: building {width}-bit...")
                 with quiet_fds(log):
                     sim = chain_simulator(path, cfg, progress=status.update)

@@ -96,11 +96,14 @@ def ideal_shares(demands, capacity, limits, weights):
     return {t: rate[t] * dom[t] / weights[t] for t in demands}
 
 
-def _ideal(tenants, shape_regions, data_width):
+def _ideal(tenants, shape_regions, data_width, costs=None):
+    """The weighted-DRF shares; region costs as measured (``costs``: region -> cycles a beat),
+    else as the chains declare them."""
     from ..hw.chain.spec import load_chain
     demands, limits, weights = {}, {}, {}
     for t in tenants:
-        cost = load_chain(_chain_path(t["chain"])).cycles_per_beat(data_width)
+        cost = (costs or {}).get(str(t["regions"][0])) or load_chain(
+            _chain_path(t["chain"])).cycles_per_beat(data_width)
         # One unit = one beat a cycle dispatched.
         demands[t["id"]] = {"ingress": 1.0, "region": cost / shape_regions, "egress": 1.0}
         limits[t["id"]] = min(0.5, len(t["regions"]) / cost)
@@ -131,8 +134,7 @@ def fairness_bench(config, console, quick, tenants=None, policies=POLICIES):
                "window_cycles": window, "tenants": [
                    {k: t[k] for k in ("name", "chain", "size", "port")} | {
                        "weight": t.get("weight", 1)} for t in tenants], "policies": {}}
-    ideal = _ideal(tenants, len(BENCH_NIC.regions), BENCH_NIC.data_width)
-    figures["ideal_dominant_shares"] = {t["name"]: round(ideal[t["id"]], 4) for t in tenants}
+    ideal = None
     t0 = time.monotonic()
     with console.status("fairness bench") as status:
         sim = _sim(status, log)
@@ -143,6 +145,14 @@ def fairness_bench(config, console, quick, tenants=None, policies=POLICIES):
                     "SNIC_SCENARIO": _scenario(tenants, policy, window=window,
                                                warmup=3000 if quick else 6000)},
                                 module=MB_MODULE)
+            if ideal is None:
+                # The first run's calibration (what the control plane measured each chain's
+                # region cycles a beat to be) sets the ideal for every policy.
+                figures["measured_region_costs"] = got["region_costs"]
+                ideal = _ideal(tenants, len(BENCH_NIC.regions), BENCH_NIC.data_width,
+                               got["region_costs"])
+                figures["ideal_dominant_shares"] = {t["name"]: round(ideal[t["id"]], 4)
+                                                    for t in tenants}
             row = {}
             shares = []
             for t in tenants:

@@ -218,6 +218,9 @@ async def shares(dut):
     source = SaturatingSource(dut, shape, _pool(shape, tenants, shape.header_bytes))
     task = cocotb.start_soon(source.run())
     await ClockCycles(dut.clk, scenario.get("warmup", 5000))
+    costs = {}
+    if scenario.get("calibrate", True):
+        costs = await _calibrate(nic, tenants, scenario.get("warmup", 5000))
     before = await _usage(nic, tenants)
     await ClockCycles(dut.clk, scenario.get("window", 20000))
     after = await _usage(nic, tenants)
@@ -236,7 +239,33 @@ async def shares(dut):
             "egress": d["delivered"] * beats_per_packet / cycles,
             "delivered_packets": d["delivered"], "queue_drops": d["queue_drops"],
         }
-    _result({"policy": scenario["policy"], "cycles": cycles, "usage": usage})
+    _result({"policy": scenario["policy"], "cycles": cycles, "usage": usage,
+             "region_costs": costs})
+
+
+async def _calibrate(nic, tenants, cycles):
+    """The control plane's cost calibration: the region cycles a beat really takes, measured
+    from the store's occupancy counters over ``cycles`` under the current load, written to the
+    scheduler's per-region cost (8.8 fixed point). A chain's declared cost is an upper bound
+    (ChaCha20 spends 5 cycles a payload beat at 512 bits but 1 on header beats and skipped
+    packets); DRF must charge what tenants really use."""
+    first = await _usage(nic, tenants)
+    from cocotb.triggers import ClockCycles as _Cycles
+    await _Cycles(nic.dut.clk, cycles)
+    second = await _usage(nic, tenants)
+    costs = {}
+    for t in tenants:
+        i = t["id"]
+        beats = second[i]["dispatched_beats"] - first[i]["dispatched_beats"]
+        region = second[i]["region_cycles"] - first[i]["region_cycles"]
+        if beats <= 0 or len(t["regions"]) != 1:
+            continue
+        cost = max(1.0, region / beats)
+        for r in t["regions"]:
+            costs[r] = round(cost, 3)
+            await nic.write("scheduler", f"r{r}_cost", min(0xFFFF, round(cost * 256)))
+    await _Cycles(nic.dut.clk, cycles)
+    return costs
 
 
 @cocotb.test()
@@ -337,7 +366,17 @@ async def latency(dut):
         await nic.load(int(r), chain)
     await nic.deploy(tenants, scenario["policy"])
     t = tenants[0]
-    frames = tenant_frames(t["chain"], t["size"], t["keys"][0], 16, 5, shape.header_bytes)
+    # Only frames the chain delivers (its firewall drops some of its test traffic).
+    from supernic.sim.chain_model import ChainModel
+    chain = ChainModel(t["chain"], shape.data_width, shape.header_bytes)
+    parser = ParserModel(shape.header_bytes)
+    frames = []
+    for f in tenant_frames(t["chain"], t["size"], t["keys"][0], 64, 5, shape.header_bytes):
+        meta = parser.parse(f)
+        meta["ts"] = 0
+        if not chain.process(f, meta)[1]["drop"]:
+            frames.append(f)
+    frames = frames[:16]
     p = t["port"]
     tdata, tkeep, tlast = (getattr(dut, f"s_axis{p}__{n}") for n in ("tdata", "tkeep", "tlast"))
     tvalid, tready = getattr(dut, f"s_axis{p}__tvalid"), getattr(dut, f"s_axis{p}__tready")

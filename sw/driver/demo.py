@@ -81,13 +81,14 @@ def run_nic_demo(config, packets, seed, console):
                 "SNIC_SEED": seed, "SNIC_PACKETS": packets, "SNIC_MALFORMED": 0.1},
                 module="supernic.sim.tb.nic_tb")
     table = Table(title="tenants on the NIC (Verilator) vs the NIC model")
-    for col in ("tenant", "chain", "regions", "packets in", "delivered", "NT drops",
-                "queue drops", "bytes out"):
-        table.add_column(col, justify="right" if col not in ("chain",) else "left")
+    table.add_column("tenant", justify="right")
+    table.add_column("chain", min_width=10, no_wrap=True)
+    for col in ("regions", "in", "delivered", "NT drops", "queue drops"):
+        table.add_column(col, justify="right")
     for t, row in sorted(result["tenants"].items(), key=lambda kv: int(kv[0])):
         table.add_row(str(t), row["chain"], ",".join(map(str, row["regions"])),
                       f"{row['in']:,}", f"{row['delivered']:,}", f"{row['nt_dropped']:,}",
-                      f"{row['queue_dropped']:,}", f"{row['delivered_bytes']:,}")
+                      f"{row['queue_dropped']:,}")
     console.print(table)
     a = result["account"]
     console.print(f"account: {a['in']:,} in = {a['delivered']:,} delivered + "

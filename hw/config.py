@@ -26,6 +26,7 @@ A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.
                                                  # load (names or paths, as for [chains])
     queue_beats = 256      # per tenant and port
     store_beats = 1024     # the central packet store, shared by the regions
+    region_fifo_beats = 64  # each region's input buffer
     policies = ["drf", "rr", "drr", "fifo"]      # schedulers built in; the first runs at reset
 
 Without it the top level is the parser alone (:mod:`supernic.hw.top`).
@@ -58,6 +59,7 @@ class DesignConfig:
     regions: tuple = ()
     queue_beats: int = 256
     store_beats: int = 1024
+    region_fifo_beats: int = 64
     classifier_entries: int = 16
     table_size: int = 16
     policies: tuple = ("drf", "rr", "drr", "fifo")
@@ -105,7 +107,8 @@ class DesignConfig:
             raise ConfigError(f"nic.policies must be a non-empty list of distinct names from "
                               f"{list(known)}, not {self.policies!r}")
         for name, low, high in (("tenants", 1, 16), ("ports", 1, 4), ("queue_beats", 16, 65536),
-                                ("store_beats", 16, 1 << 20), ("classifier_entries", 1, 256),
+                                ("store_beats", 16, 1 << 20), ("region_fifo_beats", 2, 16383),
+                                ("classifier_entries", 1, 256),
                                 ("table_size", 1, 256)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
@@ -162,7 +165,7 @@ class DesignConfig:
 _KNOWN = {"design": {"name", "data_width"}, "parser": {"header_bytes", "walk_steps"},
           "chains": {"specs"},
           "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
-                  "classifier_entries", "table_size", "policies"}}
+                  "region_fifo_beats", "classifier_entries", "table_size", "policies"}}
 _RENAMED = {"specs": "chains"}
 
 

@@ -177,7 +177,7 @@ class MultiTenantNic(wiring.Component):
                 csr.field(f"parser{p}", "malformed").eq(parser.errors),
             ]
 
-        m.submodules.store = store = PacketStore(shape, cfg.store_beats)
+        m.submodules.store = store = PacketStore(shape, cfg.store_beats, cfg.region_fifo_beats)
         wiring.connect(m, sched.o, store.i)
         m.d.comb += [sched.region_free.eq(store.region_free),
                      sched.region_empty.eq(store.region_empty)]

@@ -41,9 +41,19 @@ def _result(result):
             json.dump(result, f)
 
 
-def tenant_frames(spec, size, key, count, seed, header_bytes):
-    """``count`` frames of exactly ``size`` bytes for ``spec``, tagged with ``key``."""
+def tenant_frames(spec, size, key, count, seed, header_bytes, delivered_only=False,
+                  distinct_flows=False):
+    """``count`` frames of exactly ``size`` bytes for ``spec``, tagged with ``key``; with
+    ``delivered_only``, only frames the chain delivers and changes (its firewall drops some of
+    its test traffic, and packets an NT does not apply to skip it: neither does the work the
+    bench means to measure). With ``distinct_flows`` every IPv4 frame gets its own destination
+    port (checksums recomputed), so flow-hash dispatch spreads them evenly over instances."""
+    import random
+    from supernic.sim.chain_model import retarget
+    rng = random.Random(seed)
+    from supernic.sim.chain_model import ChainModel
     parser = ParserModel(header_bytes)
+    chain = ChainModel(spec, 64, header_bytes) if delivered_only else None
     out = []
     while len(out) < count:
         for f in chain_traffic(spec, 4 * count, seed, malformed=0.0, size_dist=size - 4,
@@ -51,9 +61,19 @@ def tenant_frames(spec, size, key, count, seed, header_bytes):
             meta = parser.parse(f)
             if meta["vxlan"] or meta["vlan_count"]:
                 continue
+            if (distinct_flows and meta["l3_kind"][0] == 1 and meta["l4_kind"][0]
+                    and not meta["flags"]["fragment"]):
+                f = retarget(f, meta, meta["flow"]["dst_ip"], rng.randrange(1024, 65536))
             tagged = tag_frame(f, meta, key)
-            if len(tagged) == size:
-                out.append(tagged)
+            if len(tagged) != size:
+                continue
+            if chain is not None:
+                meta = parser.parse(tagged)
+                meta["ts"] = 0
+                out_frame, out_meta = chain.process(tagged, meta)
+                if out_meta["drop"] or out_frame == tagged:
+                    continue
+            out.append(tagged)
         seed += 1
     return out[:count]
 
@@ -89,6 +109,25 @@ class Nic:
 
     def dut_cycles(self):
         return int(self.dut.parser0.now.value)
+
+    async def configure_instance(self, region, spec):
+        """Load ``spec``'s NT configuration into its personality's blocks in ``region``."""
+        for node in spec.node_list():
+            for reg, value in node.config.register_writes(node.params):
+                await self.write(f"r{region}_{spec.name}_{node.name}", reg, value)
+
+    async def set_table(self, tenant, regions):
+        """Spread ``tenant``'s flow buckets over ``regions`` and commit (the scheduler swaps
+        the table once the tenant's packets in flight are out)."""
+        size = self.design["config"]["table_size"]
+        for i in range(size):
+            await self.write("scheduler", "table_tenant", tenant)
+            await self.write("scheduler", "table_index", i)
+            await self.write("scheduler", "table_region", regions[i % len(regions)])
+            await self.write("scheduler", "table_write", 1)
+        await self.write("scheduler", "table_commit", 1 << tenant)
+        while await self.read("scheduler", "commit_pending") >> tenant & 1:
+            await ClockCycles(self.dut.clk, 4)
 
     async def deploy(self, tenants, policy, table=None):
         """``tenants``: list of dicts with ``id``, ``chain`` (a ChainSpec), ``regions``,
@@ -171,7 +210,8 @@ def _pool(shape, tenants, header_bytes, count=64):
     per_port = [[] for _ in range(shape.ports)]
     for t in tenants:
         frames = tenant_frames(t["chain"], t["size"], t["keys"][0], count, 11 + t["id"],
-                               header_bytes)
+                               header_bytes, delivered_only=t.get("delivered_only", False),
+                               distinct_flows=t.get("distinct_flows", False))
         per_port[t["port"]].append(
             (t["id"], [frame_to_beats(f, shape.data_width) for f in frames]))
     return per_port
@@ -286,7 +326,7 @@ async def scaling(dut):
     for k in range(1, len(scenario["instances"]) + 1):
         tenant["regions"] = scenario["instances"][:k]
         await nic.deploy([tenant], scenario["policy"])
-        source = SaturatingSource(dut, shape, _pool(shape, [tenant], shape.header_bytes, 128))
+        source = SaturatingSource(dut, shape, _pool(shape, [tenant], shape.header_bytes, 512))
         task = cocotb.start_soon(source.run())
         await ClockCycles(dut.clk, scenario.get("warmup", 4000))
         before = await _usage(nic, [tenant])
@@ -338,10 +378,13 @@ async def _scale_out_reaction(dut, nic, shape, tenant, scenario):
         if nic.dut_cycles() - start > 200_000:
             break
     before = await nic.read(f"region{spare}", "packets_in")
+    await nic.configure_instance(spare, tenant["chain"])
+    steps["configured"] = nic.dut_cycles() - start
     await nic.load(spare, chain)
     steps["online"] = nic.dut_cycles() - start
-    tenant["regions"] = [first, spare]
-    await nic.deploy([tenant], scenario["policy"])
+    await nic.write("scheduler", f"r{spare}_cost",
+                    round(tenant["chain"].cycles_per_beat(shape.data_width) * 256))
+    await nic.set_table(i, [first, spare])
     steps["committed"] = nic.dut_cycles() - start
     while await nic.read(f"region{spare}", "packets_in") == before:
         await ClockCycles(dut.clk, 8)
@@ -366,17 +409,8 @@ async def latency(dut):
         await nic.load(int(r), chain)
     await nic.deploy(tenants, scenario["policy"])
     t = tenants[0]
-    # Only frames the chain delivers (its firewall drops some of its test traffic).
-    from supernic.sim.chain_model import ChainModel
-    chain = ChainModel(t["chain"], shape.data_width, shape.header_bytes)
-    parser = ParserModel(shape.header_bytes)
-    frames = []
-    for f in tenant_frames(t["chain"], t["size"], t["keys"][0], 64, 5, shape.header_bytes):
-        meta = parser.parse(f)
-        meta["ts"] = 0
-        if not chain.process(f, meta)[1]["drop"]:
-            frames.append(f)
-    frames = frames[:16]
+    frames = tenant_frames(t["chain"], t["size"], t["keys"][0], 16, 5, shape.header_bytes,
+                           delivered_only=True)
     p = t["port"]
     tdata, tkeep, tlast = (getattr(dut, f"s_axis{p}__{n}") for n in ("tdata", "tkeep", "tlast"))
     tvalid, tready = getattr(dut, f"s_axis{p}__tvalid"), getattr(dut, f"s_axis{p}__tready")

@@ -23,8 +23,8 @@ from .csr.registers import R, Register, RegisterBlock, RegisterMap
 from .parser.meta import meta_layout
 from .parser.parser import HeaderParser
 
-__all__ = ["ParserTop", "register_map", "id_block", "parser_block", "drive_id_and_parser",
-           "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION", "CSR_ADDR_WIDTH"]
+__all__ = ["ParserTop", "register_map", "id_block", "parser_block", "drive_id",
+           "drive_id_and_parser", "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION", "CSR_ADDR_WIDTH"]
 
 ID_TYPE = 0x534E4943      # 'SNIC'
 PARSER_TYPE = 0x50415253  # 'PARS'
@@ -53,12 +53,19 @@ def register_map(config: DesignConfig):
     return RegisterMap([id_block(), parser_block()])
 
 
-def drive_id_and_parser(m, csr, config, parser):
+def drive_id(m, csr, build_id, data_width, header_bytes):
+    """Drive the ``id`` block of register file ``csr`` (every design and test shell has one)."""
     m.d.comb += [
-        csr.field("id", "build_id").eq(config.build_id),
+        csr.field("id", "build_id").eq(build_id),
         csr.field("id", "design_version").eq(DESIGN_VERSION),
-        csr.field("id", "data_width").eq(config.data_width),
-        csr.field("id", "header_bytes").eq(config.header_bytes),
+        csr.field("id", "data_width").eq(data_width),
+        csr.field("id", "header_bytes").eq(header_bytes),
+    ]
+
+
+def drive_id_and_parser(m, csr, config, parser):
+    drive_id(m, csr, config.build_id, config.data_width, config.header_bytes)
+    m.d.comb += [
         csr.field("parser", "packets").eq(parser.packets),
         csr.field("parser", "bytes").eq(parser.bytes),
         csr.field("parser", "malformed").eq(parser.errors),

@@ -48,7 +48,7 @@ from ..csr.registers import R, RW, W1P, Register, RegisterBlock, RegisterMap
 from ..nt.task import csr_signature
 from ..parser.meta import TenantKind
 from ..stream import PacketSignature
-from ..top import CSR_ADDR_WIDTH, DESIGN_VERSION, id_block
+from ..top import CSR_ADDR_WIDTH, drive_id, id_block
 from .layout import NicPacketSignature, NicShape, nic_layout, tag_layout
 
 __all__ = [
@@ -509,10 +509,5 @@ class ClassifierShell(wiring.Component):
         wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
         wiring.connect(m, csr.fields.classifier, classifier.csr)
-        m.d.comb += [
-            csr.field("id", "build_id").eq(self.build_id),
-            csr.field("id", "design_version").eq(DESIGN_VERSION),
-            csr.field("id", "data_width").eq(shape.data_width),
-            csr.field("id", "header_bytes").eq(shape.header_bytes),
-        ]
+        drive_id(m, csr, self.build_id, shape.data_width, shape.header_bytes)
         return m

@@ -56,6 +56,7 @@ from ..csr.regfile import RegisterFile
 from ..csr.registers import R, RW, W1P, Register, RegisterBlock, RegisterMap
 from ..nt.task import csr_signature
 from ..parser.meta import TAIL_FLAGS
+from ..top import CSR_ADDR_WIDTH, drive_id, id_block
 from .layout import BEATS_BITS, NicPacketSignature, NicShape, nic_layout
 from .policy import (POLICIES, POLICY_CODES, TAG_BITS, round_robin_pick,
                      tag_before, tournament)
@@ -912,20 +913,8 @@ class SchedulerConfig:
 
 
 # ----------------------------------------------------------------------------------------------
-SHELL_ID_TYPE = 0x534E4943  # 'SNIC'
-CSR_ADDR_WIDTH = 16
-
-
 def shell_register_map(shape: NicShape, table_size=16):
-    return RegisterMap([
-        RegisterBlock("id", SHELL_ID_TYPE, 0x0001_0000, [
-            Register("build_id", 32, R, doc="Hash of the build configuration"),
-            Register("design_version", 32, R, doc="Version of the generated design"),
-            Register("data_width", 32, R, doc="Bits per stream beat"),
-            Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
-        ], doc="Identifies the design and its build parameters"),
-        scheduler_block("sched", shape, table_size),
-    ])
+    return RegisterMap([id_block(), scheduler_block("sched", shape, table_size)])
 
 
 class SchedulerShell(wiring.Component):
@@ -979,8 +968,6 @@ class SchedulerShell(wiring.Component):
             sched.done_valid.eq(self.done_valid),
             sched.done_tenant.eq(self.done_tenant),
             self.decision.eq(sched.trace.as_value()),
-            regs.field("id", "data_width").eq(sh.data_width),
-            regs.field("id", "header_bytes").eq(sh.header_bytes),
-            regs.field("id", "design_version").eq(0x0001_0000),
         ]
+        drive_id(m, regs, 0, sh.data_width, sh.header_bytes)
         return m

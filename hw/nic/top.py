@@ -35,7 +35,7 @@ from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
 from ..csr.registers import R, Register, RegisterBlock, RegisterMap
 from ..parser.parser import HeaderParser
-from ..top import CSR_ADDR_WIDTH, DESIGN_VERSION, id_block
+from ..top import CSR_ADDR_WIDTH, drive_id, id_block
 from .classifier import TenantClassifier, classifier_block
 from .egress import EgressStage
 from .layout import NicShape, nic_layout
@@ -145,11 +145,8 @@ class MultiTenantNic(wiring.Component):
         m = Module()
         m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
+        drive_id(m, csr, cfg.build_id, cfg.data_width, cfg.header_bytes)
         m.d.comb += [
-            csr.field("id", "build_id").eq(cfg.build_id),
-            csr.field("id", "design_version").eq(DESIGN_VERSION),
-            csr.field("id", "data_width").eq(cfg.data_width),
-            csr.field("id", "header_bytes").eq(cfg.header_bytes),
             csr.field("nic", "tenants").eq(shape.tenants),
             csr.field("nic", "ports").eq(shape.ports),
             csr.field("nic", "regions").eq(shape.regions),

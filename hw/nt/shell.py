@@ -13,25 +13,16 @@ from amaranth.lib.wiring import In, Out
 from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
-from ..csr.registers import R, Register, RegisterBlock, RegisterMap
+from ..csr.registers import RegisterMap
 from ..parser.meta import meta_layout
+from ..top import CSR_ADDR_WIDTH, drive_id, id_block
 
-__all__ = ["TaskShell", "shell_register_map", "SHELL_ID_TYPE"]
-
-SHELL_ID_TYPE = 0x534E4943  # 'SNIC': the same identification block as the full design
-CSR_ADDR_WIDTH = 16
+__all__ = ["TaskShell", "shell_register_map"]
 
 
 def shell_register_map(task_cls, params, block="nt"):
-    return RegisterMap([
-        RegisterBlock("id", SHELL_ID_TYPE, 0x0001_0000, [
-            Register("build_id", 32, R, doc="Hash of the build configuration"),
-            Register("design_version", 32, R, doc="Version of the generated design"),
-            Register("data_width", 32, R, doc="Bits per stream beat"),
-            Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
-        ], doc="Identifies the design and its build parameters"),
-        task_cls.register_block(block, params),
-    ])
+    """The full design's identification block, then the NT's."""
+    return RegisterMap([id_block(), task_cls.register_block(block, params)])
 
 
 class TaskShell(wiring.Component):
@@ -62,10 +53,5 @@ class TaskShell(wiring.Component):
         wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
         wiring.connect(m, csr.fields.nt, task.csr)
-        m.d.comb += [
-            csr.field("id", "build_id").eq(self.build_id),
-            csr.field("id", "design_version").eq(0x0001_0000),
-            csr.field("id", "data_width").eq(self.data_width),
-            csr.field("id", "header_bytes").eq(self.header_bytes),
-        ]
+        drive_id(m, csr, self.build_id, self.data_width, self.header_bytes)
         return m

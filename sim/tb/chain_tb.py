@@ -30,12 +30,9 @@ from supernic.sim.chain_model import ChainModel, chain_traffic
 from supernic.sim.layout_codec import decode, diff as _diff
 from supernic.sim.parser_model import ParserModel
 from supernic.sim.tb.nt_tb import BlockAccess
+from supernic.sim.tb.bench_env import env as _env, write_result as _write_result
 
 MAX_REPORTED = 5
-
-
-def _env(name, default, kind=str):
-    return kind(os.environ.get(name, default))
 
 
 @cocotb.test()
@@ -151,9 +148,7 @@ async def random_traffic(dut):
         "cycles": harness.cycles, "beats": len(beats), "counters": counters,
         "problems": problems[:MAX_REPORTED],
     }
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
+    _write_result(result)
     assert not reports, "\n".join(reports)
     assert not problems, "\n".join(problems[:MAX_REPORTED])
     assert stats["delivered"] + stats["model_dropped"] == len(frames)
@@ -201,6 +196,4 @@ async def saturation(dut):
         "latency_cycles": (harness.first_out_cycle - harness.first_in_cycle
                            if harness.first_out_cycle is not None else None),
     }
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
+    _write_result(result)

@@ -43,6 +43,7 @@ from supernic.sim.nt.base import exact_size_frames, light_frames
 from supernic.sim.parser_model import ParserModel, is_error
 from supernic.sim.tb.nt_tb import input_beats
 from supernic.sim.traffic import KINDS
+from supernic.sim.tb.bench_env import env as _env, write_result as _write_result
 
 __all__ = ["classifier_simulator", "classifier_traffic"]
 
@@ -77,16 +78,6 @@ def classifier_traffic(rng, n, malformed):
     frames += light_frames(rng, n - repeating, malformed, kinds=kinds)
     rng.shuffle(frames)
     return frames
-
-
-def _env(name, default, kind=str):
-    return kind(os.environ.get(name, default))
-
-
-def _write_result(result):
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
 
 
 async def _setup(dut):

@@ -24,21 +24,15 @@ from supernic.sim.bfm import frame_to_beats, start_and_reset
 from supernic.sim.chain_model import chain_traffic
 from supernic.sim.nic.nic_model import tag_frame
 from supernic.sim.parser_model import ParserModel
+from supernic.sim.tb.bench_env import design as read_design, write_result as _write_result
 
 
 def _design():
-    with open(os.environ["SNIC_REGMAP"]) as f:
-        design = json.load(f)
+    design = read_design()
     cfg = design["config"]
     shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"],
                      len(cfg["regions"]))
     return design, shape
-
-
-def _result(result):
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
 
 
 def tenant_frames(spec, size, key, count, seed, header_bytes, delivered_only=False,
@@ -279,8 +273,8 @@ async def shares(dut):
             "egress": d["delivered"] * beats_per_packet / cycles,
             "delivered_packets": d["delivered"], "queue_drops": d["queue_drops"],
         }
-    _result({"policy": scenario["policy"], "cycles": cycles, "usage": usage,
-             "region_costs": costs})
+    _write_result({"policy": scenario["policy"], "cycles": cycles, "usage": usage,
+                   "region_costs": costs})
 
 
 async def _calibrate(nic, tenants, cycles):
@@ -341,7 +335,7 @@ async def scaling(dut):
         beats = delivered * -(-tenant["size"] // shape.beat_bytes)
         points.append({"instances": k, "beats_per_cycle": beats / cycles})
     reaction = await _scale_out_reaction(dut, nic, shape, tenant, scenario)
-    _result({"points": points, "reconfig_cycles": reconfig, "reaction": reaction})
+    _write_result({"points": points, "reconfig_cycles": reconfig, "reaction": reaction})
 
 
 async def _scale_out_reaction(dut, nic, shape, tenant, scenario):
@@ -441,4 +435,4 @@ async def latency(dut):
                 raise TimeoutError("no packet came out")
         samples.append(out - start)
         await ClockCycles(dut.clk, 200)
-    _result({"samples": samples, "size": t["size"]})
+    _write_result({"samples": samples, "size": t["size"]})

@@ -38,13 +38,10 @@ from supernic.sim.chain_model import chain_traffic
 from supernic.sim.layout_codec import decode, diff as _diff
 from supernic.sim.nic.nic_model import Deployment, NicModel, tag_frame
 from supernic.sim.tb.nt_tb import BlockAccess
+from supernic.sim.tb.bench_env import env as _env, write_result as _write_result
 
 MAX_REPORTED = 5
 UNOWNED_KEY = 3999
-
-
-def _env(name, default, kind=str):
-    return kind(os.environ.get(name, default))
 
 
 def deployment_from(design):
@@ -260,7 +257,7 @@ async def random_traffic(dut):
         q = await reg("scheduler", f"t{t}_queue_drops") + await reg(
             "scheduler", f"t{t}_disabled_drops")
         total["queue_dropped"] += q
-        if q + 0 != not_dispatched[t] and total["store_dropped"] == 0:
+        if q != not_dispatched[t] and total["store_dropped"] == 0:
             problems.append(f"tenant {t}: {not_dispatched[t]} packets never dispatched, "
                             f"scheduler counted {q} drops")
         want = model.egress[t]
@@ -302,9 +299,7 @@ async def random_traffic(dut):
         "dispatched": {r: len(v) for r, v in run.dispatch.items()}, "moves": moves,
         "problems": problems[:MAX_REPORTED], "reports": reports,
     }
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
+    _write_result(result)
     assert not reports, "\n".join(reports)
     assert not problems, "\n".join(problems[:MAX_REPORTED])
 

@@ -17,8 +17,6 @@ out, and the cycles from the first beat in to the first beat out.
 
 import collections
 import copy
-import json
-import os
 import random
 
 import cocotb
@@ -31,23 +29,9 @@ from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.layout_codec import decode, diff as _diff, encode
 from supernic.sim.parser_model import ParserModel
+from supernic.sim.tb.bench_env import design as _design, env as _env, write_result as _write_result
 
 MAX_REPORTED = 5
-
-
-def _env(name, default, kind=str):
-    return kind(os.environ.get(name, default))
-
-
-def _design():
-    with open(os.environ["SNIC_REGMAP"]) as f:
-        return json.load(f)
-
-
-def _write_result(result):
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
 
 
 class BlockAccess:

@@ -27,17 +27,9 @@ from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_r
 from supernic.sim.layout_codec import decode, diff as _diff
 from supernic.sim.parser_model import ParserModel, is_error
 from supernic.sim.traffic import random_packets, build, random_spec
+from supernic.sim.tb.bench_env import design as _design, env as _env, write_result as _write_result
 
 MAX_REPORTED = 5
-
-
-def _env(name, default, kind=str):
-    return kind(os.environ.get(name, default))
-
-
-def _design():
-    with open(os.environ["SNIC_REGMAP"]) as f:
-        return json.load(f)
 
 
 def _traffic(n, seed, sizes, malformed, keep_errors, flows=None):
@@ -182,7 +174,5 @@ async def saturation(dut):
     result = {"size": size, "packets": n, "beats": len(beats),
               "beats_per_cycle": len(beats) / window,
               "latency_cycles": harness.first_out_cycle - 1, "cycles": harness.cycles}
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
+    _write_result(result)
     assert got == [len(f) for f in frames]

@@ -39,23 +39,9 @@ from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import frame_to_beats, pattern
 from supernic.sim.layout_codec import decode
 from supernic.sim.nic.scheduler import SchedulerModel, TenantLoad, expected_shares
+from supernic.sim.tb.bench_env import design as _design, env as _env, write_result as _write_result
 
 MAX_REPORTED = 8
-
-
-def _env(name, default, kind=str):
-    return kind(os.environ.get(name, default))
-
-
-def _design():
-    with open(os.environ["SNIC_REGMAP"]) as f:
-        return json.load(f)
-
-
-def _write_result(result):
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
 
 
 class Codec:

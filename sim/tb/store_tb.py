@@ -23,8 +23,6 @@ per cycle in and out.
 import collections
 import copy
 import hashlib
-import json
-import os
 import random
 from dataclasses import asdict
 from pathlib import Path
@@ -43,6 +41,8 @@ from supernic.hw.stream import PacketSignature, packet_layout
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.layout_codec import decode, diff as _diff, encode
 from supernic.sim.nic.store import PacketStoreModel, beats_of, last_beat_bytes
+from supernic.sim.tb.bench_env import (
+    design as read_design, env as _env, write_result as _write_result)
 
 __all__ = ["StubRegion", "StoreTestTop", "stub_region_fn", "store_simulator"]
 
@@ -182,20 +182,9 @@ def store_simulator(shape: NicShape, store_beats, region_fifo_beats, in_flight,
 
 # --- cocotb side ----------------------------------------------------------------------------
 
-def _env(name, default, kind=str):
-    return kind(os.environ.get(name, default))
-
-
 def _design():
-    with open(os.environ["SNIC_REGMAP"]) as f:
-        design = json.load(f)
+    design = read_design()
     return design, NicShape(**design["shape"])
-
-
-def _write_result(result):
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
 
 
 def _split(value, width, n):

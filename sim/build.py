@@ -70,10 +70,11 @@ def generated_design(config, progress=print):
     return paths
 
 
-def generated_component(name, key, make, description, progress=print):
+def generated_component(name, key, make, description, progress=print, convert=None):
     """Verilog for the component ``make()`` returns, named ``name``, with ``description`` (a
     JSON-serialisable dict, usually holding the register map) beside it; cached by ``key`` (any
-    JSON-serialisable value that fixes the component) and the gateware sources."""
+    JSON-serialisable value that fixes the component) and the gateware sources.
+    ``convert(component, name)``, if given, returns ``(verilog, more description)``."""
     os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     out = cache_root() / "gen" / f"{name}-{digest}-{_sources_hash()}"
@@ -83,7 +84,11 @@ def generated_component(name, key, make, description, progress=print):
             from amaranth.back import verilog
             t = time.monotonic()
             progress(f"generating Verilog for {name}...")
-            text = verilog.convert(make(), name=name, emit_src=False)
+            if convert is None:
+                text = verilog.convert(make(), name=name, emit_src=False)
+            else:
+                text, more = convert(make(), name)
+                description = {**description, **more}
             paths["verilog"].write_text(text)
             paths["regmap"].write_text(json.dumps(description, indent=2) + "\n")
             progress(f"generated {paths['verilog']} in {time.monotonic() - t:.1f} s")

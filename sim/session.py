@@ -52,22 +52,33 @@ def design_simulator(config, progress=print):
                            public=list(NIC_PUBLIC) if config.is_nic else None)
 
 
-def task_simulator(kind, data_width, params=None, header_bytes=256, progress=print):
-    """One network task alone in :class:`~supernic.hw.nt.shell.TaskShell`, built for cocotb."""
+def task_simulator(kind, data_width, params=None, header_bytes=256, progress=print,
+                   yieldable=False):
+    """One network task alone in :class:`~supernic.hw.nt.shell.TaskShell`, built for cocotb.
+    With ``yieldable`` the NT is transformed and the description holds its state map, each item
+    named as in the Verilog (``state_map``)."""
     from ..hw.nt.shell import TaskShell, shell_register_map
     from ..hw.nt.task import task_class
 
     task = task_class(kind)
     params = task.check_params(params or {})
-    name = f"nt_{kind}_w{data_width}"
+    name = f"nt_{kind}_w{data_width}" + ("_yield" if yieldable else "")
     description = {
         "config": {"data_width": data_width, "header_bytes": header_bytes},
         "nt": {"kind": kind, "params": params, "block": "nt"},
         "registers": shell_register_map(task, params).to_json(),
     }
+    convert = None
+    if yieldable:
+        from ..hw.transform.rtl import convert_with_state_maps
+
+        def convert(shell, name):
+            text, maps = convert_with_state_maps(shell, name, {"task": shell.task})
+            return text, {"state_map": maps["task"].to_json()}
     paths = generated_component(
-        name, description, lambda: TaskShell(task, data_width, header_bytes, params),
-        description, progress=progress)
+        name, {**description, "yieldable": yieldable},
+        lambda: TaskShell(task, data_width, header_bytes, params, yieldable=yieldable),
+        description, progress=progress, convert=convert)
     return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress)
 
 

@@ -211,7 +211,11 @@ BUILDS = [("csum_verify", 64, 2048), ("csum_verify", 512, 9216),
 @pytest.fixture(scope="module", params=BUILDS, ids=lambda b: f"{b[0]}-w{b[1]}")
 def simulator(request):
     kind, width, frame = request.param
-    return kind, width, frame, task_simulator(kind, width, {"max_frame_bytes": frame})
+    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
+    # same build serves tests/test_transform.py, and this test shows the transform changes
+    # nothing while the NT runs.
+    return kind, width, frame, task_simulator(kind, width, {"max_frame_bytes": frame},
+                                                    yieldable=width == 64)
 
 
 def test_hardware_matches_model(simulator, tmp_path):

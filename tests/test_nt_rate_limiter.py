@@ -430,7 +430,11 @@ def test_seeds_wrap_the_timestamp():
 
 @pytest.fixture(scope="module", params=[64, 512], ids=lambda w: f"w{w}")
 def simulator(request):
-    return request.param, task_simulator("rate_limiter", request.param)
+    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
+    # same build serves tests/test_transform.py, and this test shows the transform changes
+    # nothing while the NT runs.
+    return request.param, task_simulator("rate_limiter", request.param,
+                                          yieldable=request.param == 64)
 
 
 def test_hardware_matches_model(simulator, tmp_path):

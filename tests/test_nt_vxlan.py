@@ -278,7 +278,10 @@ BUILDS = [("vxlan_encap", 64, {"buffer_bytes": 4096}), ("vxlan_encap", 512, {}),
 @pytest.fixture(scope="module", params=BUILDS, ids=lambda b: f"{b[0]}-w{b[1]}")
 def simulator(request):
     kind, width, params = request.param
-    return kind, width, task_simulator(kind, width, params)
+    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
+    # same build serves tests/test_transform.py, and this test shows the transform changes
+    # nothing while the NT runs.
+    return kind, width, task_simulator(kind, width, params, yieldable=width == 64)
 
 
 def test_hardware_matches_model(simulator, tmp_path):

@@ -26,7 +26,12 @@ def shell_register_map(task_cls, params, block="nt"):
 
 
 class TaskShell(wiring.Component):
-    def __init__(self, task_cls, data_width, header_bytes=256, params=None, build_id=0):
+    """With ``yieldable=True`` the NT is wrapped in the state-yielding transform
+    (:class:`~supernic.hw.transform.Yieldable`) and its ``yld`` port is a top-level port
+    (``yld__stop``, ``yld__addr``, ...); ``self.task`` is then the transformed NT."""
+
+    def __init__(self, task_cls, data_width, header_bytes=256, params=None, build_id=0,
+                 yieldable=False):
         self.task_cls = task_cls
         self.params = task_cls.check_params(params or {})
         self.data_width = data_width
@@ -34,17 +39,27 @@ class TaskShell(wiring.Component):
         self.build_id = build_id
         self.meta_layout = meta_layout(header_bytes)
         self.regmap = shell_register_map(task_cls, self.params)
-        super().__init__({
+        members = {
             "s_axis": In(AxiStreamSignature(data_width, self.meta_layout.size)),
             "m_axis": Out(AxiStreamSignature(data_width, self.meta_layout.size)),
             "s_axil": In(AxiLiteSignature(CSR_ADDR_WIDTH)),
-        })
+        }
+        self.task = None
+        if yieldable:
+            from ..transform import Yieldable
+            self.task = Yieldable(task_cls(data_width, header_bytes, **self.params))
+            members["yld"] = self.task.signature.members["yld"]
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.rx = rx = AxiStreamToPacket(self.data_width, self.meta_layout)
-        m.submodules.task = task = self.task_cls(self.data_width, self.header_bytes,
-                                                 **self.params)
+        if self.task is not None:
+            m.submodules.task = task = self.task
+            wiring.connect(m, wiring.flipped(self.yld), task.yld)
+        else:
+            m.submodules.task = task = self.task_cls(self.data_width, self.header_bytes,
+                                                     **self.params)
         m.submodules.tx = tx = PacketToAxiStream(self.data_width, self.meta_layout)
         m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
         wiring.connect(m, wiring.flipped(self.s_axis), rx.s_axis)

@@ -68,6 +68,14 @@ async def _setup(dut):
 
 @cocotb.test()
 async def random_traffic(dut):
+    await check_random_traffic(dut)
+
+
+async def check_random_traffic(dut, during=None, slack=0):
+    """The ``random_traffic`` test. ``during(rng, report, finished)``, if given, is a coroutine
+    function run beside the traffic: it must return soon after ``finished()`` becomes true (the
+    last packet is out) and may put figures in ``report`` (a dict added to the result);
+    ``slack``: cycles it may add to the run."""
     design, bus, blocks = await _setup(dut)
     cfg, nt = design["config"], design["nt"]
     width, hbytes = cfg["data_width"], cfg["header_bytes"]
@@ -127,9 +135,16 @@ async def random_traffic(dut):
                                f"{frame[:80].hex()}): " + "; ".join(problems))
 
     harness = StreamHarness(dut, width)
+    side, done = {}, []
+    if during is not None:
+        side_task = cocotb.start_soon(during(random.Random(seed ^ 0x51DE), side,
+                                             lambda: bool(done)))
     await harness.run(beats, len(frames), pattern(_env("SNIC_IDLE", "random"), rng),
                       pattern(_env("SNIC_BACKPRESSURE", "random"), rng),
-                      max_cycles=40 * len(beats) + 20_000, on_packet=on_packet)
+                      max_cycles=40 * len(beats) + 20_000 + slack, on_packet=on_packet)
+    if during is not None:
+        done.append(True)
+        await side_task
     await ClockCycles(dut.clk, 8)
     want_counters = model.counters()
     hw_counters = {name: await read_register(bus, regmap, "nt", name) for name in want_counters}
@@ -142,7 +157,7 @@ async def random_traffic(dut):
         "dropped": stats["dropped"], "changed": stats["changed"], "cycles": harness.cycles,
         "beats": len(beats), "counters": hw_counters, "model_counters": want_counters,
         "state_problems": state_problems[:MAX_REPORTED],
-        "blocks": [b.name for b in blocks],
+        "blocks": [b.name for b in blocks], **side,
     }
     _write_result(result)
     assert not reports, "\n".join(reports)

@@ -1,0 +1,9 @@
+"""The state-yielding transform (Synergy, ASPLOS 2021, without its run-time cost): any
+Amaranth component can stop, expose and restore all its state, and resume."""
+
+from .inventory import TransformError, take_inventory
+from .statemap import StateItem, StateMap
+from .yieldable import Yieldable, YieldSignature
+
+__all__ = ["Yieldable", "YieldSignature", "StateMap", "StateItem", "TransformError",
+           "take_inventory"]

@@ -1,0 +1,95 @@
+"""Find all the state of an elaborated Amaranth design, as written (no annotations).
+
+Flip-flops are the signals a fragment assigns in a clocked domain (``statements[domain]``'s
+left-hand sides); memories are the ``MemoryInstance`` fragments ``lib.memory.Memory``
+elaborates into. Only the ``sync`` domain is supported: a design with other clock domains is
+refused with a clear error rather than half-captured.
+
+This walks Amaranth 0.5's fragment tree (``Fragment.subfragments``, ``MemoryInstance`` ports),
+which is not public API; pyproject pins ``amaranth==0.5.*`` for that reason.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Fragment, Shape, Signal
+from amaranth.hdl._mem import MemoryInstance
+
+from .statemap import StateItem, StateMap
+
+__all__ = ["Inventory", "take_inventory", "TransformError"]
+
+
+class TransformError(Exception):
+    pass
+
+
+@dataclass
+class Inventory:
+    fragments: list          # [(path, Fragment)] every non-memory fragment
+    flip_flops: list         # [(path, Fragment, Signal)]
+    memories: list           # [(path, MemoryInstance)]
+
+    def state_map(self, word_width):
+        items, addr = [], 0
+
+        def words(width):
+            return max(1, -(-width // word_width))
+
+        for path, _frag, sig in self.flip_flops:
+            n = words(len(sig))
+            items.append(StateItem(_join(path, sig.name), "ff", len(sig), addr, n))
+            addr += n
+        for path, mem in self.memories:
+            for k, port in enumerate(mem._read_ports):
+                if port._domain != "comb":
+                    width = len(port._data)
+                    n = words(width)
+                    items.append(StateItem(_join(path, f"rdport{k}"), "rdport", width, addr, n))
+                    addr += n
+        for path, mem in self.memories:
+            width = Shape.cast(mem._data.shape).width
+            n = words(width)
+            stride = 1 << (n - 1).bit_length()
+            size = stride * (1 << (mem._data.depth - 1).bit_length())
+            addr = -(-addr // size) * size          # aligned: the row is a bit field
+            items.append(StateItem(_join(path), "mem", width, addr, n, mem._data.depth, stride,
+                                   writable=bool(mem._write_ports)))
+            addr += size
+        return StateMap(word_width, items)
+
+
+def _join(path, leaf=None):
+    return ".".join([*path, leaf] if leaf is not None else path)
+
+
+def take_inventory(fragment):
+    inv = Inventory([], [], [])
+
+    def walk(frag, path):
+        if isinstance(frag, MemoryInstance):
+            for port in [*frag._read_ports, *frag._write_ports]:
+                if port._domain not in ("sync", "comb"):
+                    raise TransformError(f"memory {_join(path)}: port in domain "
+                                         f"{port._domain!r}; only 'sync' is supported")
+            if not frag._read_ports and not frag._write_ports:
+                return
+            inv.memories.append((path, frag))
+            return
+        if type(frag) is not Fragment:
+            raise TransformError(f"{_join(path) or 'top'}: {type(frag).__name__} cannot be "
+                                 f"transformed (its state is not visible to Amaranth)")
+        inv.fragments.append((path, frag))
+        for domain, stmts in frag.statements.items():
+            if domain == "comb":
+                continue
+            if domain != "sync":
+                raise TransformError(f"{_join(path) or 'top'}: domain {domain!r}; only the "
+                                     f"'sync' domain is supported")
+            for sig in stmts._lhs_signals():
+                assert isinstance(sig, Signal)
+                inv.flip_flops.append((path, frag, sig))
+        for i, (sub, name, _loc) in enumerate(frag.subfragments):
+            walk(sub, (*path, name if name is not None else f"U${i}"))
+
+    walk(fragment, ())
+    return inv

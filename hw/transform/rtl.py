@@ -1,0 +1,74 @@
+"""Verilog for a design holding transformed components, with each state map's items named as
+they appear in that Verilog.
+
+Amaranth names a signal in every module that uses it (deduplicating clashes), so the name of a
+flip-flop in RTL is only known once the design is prepared. Converting from the same prepared
+design that gives the names keeps the two in step.
+"""
+
+import os
+from dataclasses import replace
+
+from amaranth.hdl import Fragment
+from amaranth.hdl import _ir
+from amaranth.lib import wiring
+
+from .statemap import StateMap
+
+__all__ = ["convert_with_state_maps", "component_ports"]
+
+
+def component_ports(component):
+    """Top-level ports of a component, as ``verilog.convert`` derives them."""
+    ports = {}
+    for path, member, value in component.signature.flatten(component):
+        if hasattr(value, "as_value"):
+            value = value.as_value()
+        direction = (_ir.PortDirection.Input if member.flow == wiring.In
+                     else _ir.PortDirection.Output)
+        ports["__".join(map(str, path))] = (value, direction)
+    return ports
+
+
+def _by_path(design, root):
+    """``{inventory path: fragment info}`` below ``root`` (a prepared fragment). Paths use the
+    names the design gave its submodules (as the inventory does); the infos hold the names
+    Verilog uses, which may carry a ``$n`` to tell apart a submodule and a signal."""
+    out = {}
+
+    def walk(frag, path):
+        out[path] = design.fragments[frag]
+        for i, (sub, name, _loc) in enumerate(frag.subfragments):
+            walk(sub, (*path, name if name is not None else f"U${i}"))
+
+    walk(root, ())
+    return out
+
+
+def _rtl_map(design, yieldable):
+    owner_frag = design.elaboratables[yieldable]
+    owner = design.fragments[owner_frag]
+    inner = next(sub for sub, name, _ in owner_frag.subfragments if name == "inner")
+    frags = _by_path(design, inner)
+    inv, smap = yieldable.inventory, yieldable.state_map
+    items = iter(smap.items)
+    out = []
+    for path, _frag, sig in inv.flip_flops:
+        info = frags[path]
+        out.append(replace(next(items), rtl=(*info.name[1:], info.signal_names[sig])))
+    for sig in yieldable.read_port_signals:
+        out.append(replace(next(items), rtl=(*owner.name[1:], owner.signal_names[sig])))
+    for path, _mem in inv.memories:
+        out.append(replace(next(items), rtl=frags[path].name[1:]))
+    return StateMap(smap.word_width, out)
+
+
+def convert_with_state_maps(top, name, yieldables):
+    """``(verilog text, {label: StateMap with rtl names})`` for the component ``top`` and the
+    :class:`~.yieldable.Yieldable` instances inside it (``{label: instance}``)."""
+    os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
+    from amaranth.back import verilog
+
+    design = Fragment.get(top, None).prepare(component_ports(top), hierarchy=(name,))
+    text, _ = verilog.convert_fragment(design, name=name, emit_src=False)
+    return text, {label: _rtl_map(design, y) for label, y in yieldables.items()}

@@ -1,0 +1,126 @@
+"""The state map of a transformed component: what every word of its state port means.
+
+The state port is word-addressed (``word_width`` bits a word, 32 by default, the register bus
+width). The map lists three kinds of items, in address order:
+
+* ``ff``: a flip-flop register (an Amaranth ``Signal`` assigned in the ``sync`` domain),
+  ``words`` consecutive words from ``addr``, least significant word first;
+* ``rdport``: the data register of a synchronous memory read port (what the design sees on the
+  port's ``data`` until its next read), so a restored design sees the same read data;
+* ``mem``: a memory, ``depth`` rows of ``width`` bits; row ``r`` occupies ``words`` words from
+  ``addr + r * stride`` (``stride`` a power of two). A row is written by writing its words in
+  order; the last word commits the row.
+
+Names are hierarchical (``submodule.submodule.signal``, relative to the transformed component).
+``rtl`` is the same item's name in the generated Verilog where it is known (a path of module
+instance names, then the wire or memory name), so software and tests can find it.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["StateItem", "StateMap"]
+
+
+@dataclass(frozen=True)
+class StateItem:
+    name: str
+    kind: str            # "ff", "rdport" or "mem"
+    width: int
+    addr: int
+    words: int           # words per value (per row for memories)
+    depth: int = 1       # rows (memories)
+    stride: int = 1      # address step between rows (memories)
+    writable: bool = True
+    rtl: tuple = field(default=(), compare=False)
+
+    @property
+    def size(self):
+        """Words of address space the item takes."""
+        return self.stride * self.depth if self.kind == "mem" else self.words
+
+    @property
+    def bits(self):
+        return self.width * self.depth
+
+
+@dataclass
+class StateMap:
+    word_width: int
+    items: list
+
+    @property
+    def addr_width(self):
+        end = max((i.addr + i.size for i in self.items), default=1)
+        return max(1, (end - 1).bit_length())
+
+    @property
+    def bits(self):
+        """Bits of state: flip-flops, read-port registers and memory rows."""
+        return sum(i.bits for i in self.items)
+
+    @property
+    def flip_flop_bits(self):
+        return sum(i.width for i in self.items if i.kind != "mem")
+
+    def addresses(self):
+        """Every address that holds state, in the order a capture reads them."""
+        out = []
+        for item in self.items:
+            if item.kind == "mem":
+                for row in range(item.depth):
+                    base = item.addr + row * item.stride
+                    out.extend(range(base, base + item.words))
+            else:
+                out.extend(range(item.addr, item.addr + item.words))
+        return out
+
+    @property
+    def words(self):
+        return sum(i.words * i.depth for i in self.items)
+
+    def decode(self, words):
+        """``{name: value}`` (a list of row values for memories) from a capture in
+        :meth:`addresses` order."""
+        it = iter(words)
+        out = {}
+        for item in self.items:
+            rows = []
+            for _ in range(item.depth):
+                value = 0
+                for w in range(item.words):
+                    value |= next(it) << (w * self.word_width)
+                rows.append(value & ((1 << item.width) - 1))
+            out[item.name] = rows if item.kind == "mem" else rows[0]
+        return out
+
+    def encode(self, values):
+        """The inverse of :meth:`decode`: words in :meth:`addresses` order."""
+        mask = (1 << self.word_width) - 1
+        out = []
+        for item in self.items:
+            rows = values[item.name] if item.kind == "mem" else [values[item.name]]
+            for value in rows:
+                out.extend((value >> (w * self.word_width)) & mask for w in range(item.words))
+        return out
+
+    def find(self, name):
+        for item in self.items:
+            if item.name == name:
+                return item
+        raise KeyError(f"no state item {name!r}")
+
+    def to_json(self):
+        return {"word_width": self.word_width, "addr_width": self.addr_width,
+                "bits": self.bits, "words": self.words,
+                "items": [{**asdict(i), "rtl": list(i.rtl)} for i in self.items]}
+
+    @classmethod
+    def from_json(cls, raw):
+        if isinstance(raw, str):
+            raw = json.loads(raw)
+        return cls(raw["word_width"],
+                   [StateItem(**{**i, "rtl": tuple(i.get("rtl", ()))}) for i in raw["items"]])
+
+    def same_layout(self, other):
+        return self.word_width == other.word_width and self.items == other.items

@@ -1,0 +1,158 @@
+"""cocotb testbench: a network task under the state-yielding transform (hw/transform), in its
+shell with the ``yld`` port at the top level.
+
+``interrupted_traffic``: the NT test's random traffic (random and malformed frames, idle and
+backpressure; sim/tb/nt_tb.py) while, at random cycles, the NT is stopped (at once or at the
+next packet boundary, alternately), all its state is read through the state port, compared
+with what the simulator holds in the same flip-flops and memory rows (read through cocotb
+handles named by the state map), overwritten with random words, read back, restored and
+resumed (the read-back and the comparison with the simulator on the first stops only, to
+keep the run short). Every packet must still equal the model's, bit for bit, in order, and the
+counters must agree: state that the port missed, or restored wrong, changes the output.
+"""
+
+import cocotb
+from cocotb.triggers import RisingEdge
+
+from supernic.hw.transform.statemap import StateMap
+from supernic.sim.tb.bench_env import design as _design, env as _env
+from supernic.sim.tb.nt_tb import check_random_traffic
+
+
+class StatePort:
+    """Lean driver of a transformed component's ``yld`` port (one word a cycle)."""
+
+    #: Edges from setting ``addr`` (just after an edge) to reading its word: the next edge
+    #: registers the word, and a read just after the edge after that (which shows the values
+    #: that edge sampled) sees it.
+    READ_DELAY = 1
+
+    def __init__(self, dut, prefix="yld"):
+        self.clk = dut.clk
+        self.edge = RisingEdge(dut.clk)
+        sig = {n: getattr(dut, f"{prefix}__{n}") for n in (
+            "stop", "at_boundary", "stopped", "addr", "read", "rdata", "write", "wdata")}
+        self.__dict__.update(sig)
+        for n in ("stop", "at_boundary", "read", "write", "addr", "wdata"):
+            sig[n].value = 0
+
+    async def stop_now(self, at_boundary, limit=100_000):
+        """Request a stop; return the cycles until ``stopped``."""
+        self.at_boundary.value = int(at_boundary)
+        self.stop.value = 1
+        for cycles in range(1, limit):
+            await self.edge
+            if self.stopped.value:
+                return cycles - 1   # the edge that showed it sampled the acknowledgement
+        raise TimeoutError(f"no stop acknowledgement in {limit} cycles")
+
+    async def resume(self):
+        self.stop.value = 0
+        await self.edge
+
+    async def read_words(self, addrs):
+        """Words at ``addrs``, one a cycle."""
+        out = []
+        n = len(addrs)
+        for k in range(n + self.READ_DELAY):
+            if k < n:
+                self.addr.value = addrs[k]
+                self.read.value = 1
+            elif k == n:
+                self.read.value = 0
+            await self.edge
+            if k >= self.READ_DELAY:
+                out.append(int(self.rdata.value))
+        return out
+
+    async def write_words(self, addrs, words):
+        for a, w in zip(addrs, words):
+            self.addr.value = a
+            self.wdata.value = w
+            self.write.value = 1
+            await self.edge
+        self.write.value = 0
+        await self.edge
+
+
+def rtl_handle(dut, path):
+    h = dut
+    for name in path:
+        # A name with a "$" (Amaranth's deduplicated and unnamed signals) is a Verilog escaped
+        # identifier: "\\" + name + " " (IEEE 1364-2005 §3.7.1).
+        for spelling in (name, f"\\{name} "):
+            try:
+                h = h._id(spelling, extended=False)
+                break
+            except (AttributeError, KeyError):
+                continue
+        else:
+            raise KeyError(name)
+    return h
+
+
+def golden_values(dut, smap):
+    """``{name: value}`` read straight from the simulator, for the items it can name; and the
+    names it could not find."""
+    out, missing = {}, []
+    for item in smap.items:
+        try:
+            h = rtl_handle(dut, item.rtl)
+            if item.kind == "mem":
+                out[item.name] = [int(h[r].value) for r in range(item.depth)]
+            else:
+                out[item.name] = int(h.value)
+        except (AttributeError, IndexError, KeyError, ValueError):
+            missing.append(item.name)
+    return out, missing
+
+
+@cocotb.test()
+async def interrupted_traffic(dut):
+    smap = StateMap.from_json(_design()["state_map"])
+    addrs = smap.addresses()
+    interrupts = _env("SNIC_INTERRUPTS", 4, int)
+    golden_checks = _env("SNIC_GOLDEN_CHECKS", 2, int)
+
+    async def interrupter(rng, report, finished):
+        port = StatePort(dut)
+        stats = report.setdefault("transform", {
+            "state_words": len(addrs), "state_bits": smap.bits, "stops": 0,
+            "boundary_stops": 0, "stop_latency_max": 0, "golden_compared": 0,
+            "golden_missing": [], "scramble_mismatches": 0, "stop_latencies": []})
+        while not finished() and stats["stops"] < interrupts:
+            for _ in range(rng.randint(30, 600)):
+                await port.edge
+                if finished():
+                    return
+            boundary = stats["stops"] % 2 == 1         # alternately at once and at a boundary
+            latency = await port.stop_now(boundary)
+            stats["stops"] += 1
+            stats["boundary_stops"] += boundary
+            stats["stop_latencies"].append(latency)
+            stats["stop_latency_max"] = max(stats["stop_latency_max"], latency)
+            saved = await port.read_words(addrs)
+            if stats["stops"] <= golden_checks:
+                want, missing = golden_values(dut, smap)
+                got = smap.decode(saved)
+                for name, value in want.items():
+                    assert got[name] == value, (
+                        f"stop {stats['stops']}: state {name} read {got[name]!r} through the "
+                        f"state port, simulator holds {value!r}")
+                stats["golden_compared"] = len(want)
+                stats["golden_missing"] = missing
+            values = smap.decode(saved)
+            for item in smap.items:
+                if item.writable:
+                    rows = [rng.getrandbits(item.width) for _ in range(item.depth)]
+                    values[item.name] = rows if item.kind == "mem" else rows[0]
+            junk = smap.encode(values)
+            await port.write_words(addrs, junk)
+            if stats["stops"] <= golden_checks:     # the words went where the map says
+                back = smap.encode(smap.decode(await port.read_words(addrs)))
+                stats["scramble_mismatches"] += sum(a != b for a, b in zip(back, junk))
+            await port.write_words(addrs, saved)
+            await port.resume()
+
+    await check_random_traffic(dut, during=interrupter,
+                               slack=interrupts * (4 * len(addrs) + 1000))

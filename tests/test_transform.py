@@ -1,0 +1,305 @@
+"""The state-yielding transform (hw/transform).
+
+On a small component in Amaranth's simulator: the state map, stop at once and at a packet
+boundary, reading and writing flip-flops, read-port registers and memory rows, resume, and the
+errors. Then every library NT on Verilator: random and malformed traffic under idle and
+backpressure, stopped at random cycles (alternately at once and at a packet boundary), all
+state captured, checked against the simulator's own flip-flops and memory rows, scrambled,
+read back, restored and resumed; the output must equal the model's bit for bit.
+"""
+
+import pytest
+from amaranth.hdl import ClockDomain, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory, MemoryData
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from supernic.hw.nt.task import task_classes
+from supernic.hw.transform import StateMap, TransformError, Yieldable
+from supernic.sim.session import run_bench, task_simulator
+
+BEAT = data.StructLayout({"data": 8, "last": 1})
+
+
+class Scrambler(wiring.Component):
+    """Each beat out is its data XOR a table row that the previous beats wrote: a 40-bit
+    accumulator (two words of state), a 16-row memory with a synchronous read port, and a
+    one-beat output register. Exact output depends on all of its state."""
+
+    i: In(stream.Signature(BEAT))
+    o: Out(stream.Signature(BEAT))
+
+    def __init__(self):
+        super().__init__()
+        self.table = MemoryData(shape=8, depth=16, init=range(16))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.table = table = Memory(data=self.table)
+        wp, rp = table.write_port(), table.read_port()
+        acc = Signal(40)
+        held = Signal(8)
+        held_last = Signal()
+        busy = Signal()     # a beat waits for its table row (read latency 1)
+        m.d.comb += [rp.addr.eq(self.i.payload.data[:4]), rp.en.eq(~busy)]
+        m.d.comb += self.i.ready.eq(~busy)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [held.eq(self.i.payload.data), held_last.eq(self.i.payload.last),
+                         busy.eq(1), acc.eq(acc + self.i.payload.data + 1)]
+        with m.If(busy & (~self.o.valid | self.o.ready)):
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.data.eq(held ^ rp.data),
+                         self.o.payload.last.eq(held_last), busy.eq(0)]
+            m.d.comb += [wp.addr.eq(held[4:]), wp.data.eq(acc[:8]), wp.en.eq(1)]
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        return m
+
+
+def reference(beats):
+    """The Scrambler's output for ``beats`` ((data, last) pairs), run without interruption."""
+    table, acc, out = list(range(16)), 0, []
+    for value, last in beats:
+        row = table[value & 15]
+        acc = (acc + value + 1) % 2 ** 40
+        out.append((value ^ row, last))
+        table[value >> 4] = acc & 0xFF
+    return out
+
+
+def run_scrambler(beats, interrupt, before=None):
+    """Send ``beats`` through a transformed Scrambler (a source and a sink with backpressure,
+    each its own process). ``before(ctx, y)`` is awaited before the first cycle;
+    ``interrupt(ctx, y, cycle, progress)`` every cycle (``progress``: beats ``"in"`` so far and
+    the beats ``"out"``); if it returns True the run ends there. Returns ``(beats out, beats
+    taken)``."""
+    dut = Yieldable(Scrambler())
+    progress = {"in": 0, "out": []}
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+
+    async def sink(ctx):
+        # Its own process, so beats leaving while an interrupt runs are seen too.
+        cycle = 0
+        async for _, _, gave, value, last in ctx.tick().sample(
+                dut.o.valid & dut.o.ready, dut.o.payload.data, dut.o.payload.last):
+            if gave:
+                progress["out"].append((value, last))
+            cycle += 1
+            ctx.set(dut.o.ready, cycle % 3 != 2)        # some backpressure
+
+    async def source(ctx):
+        # Its own process too: input keeps being offered while an interrupt runs (a stop at
+        # a packet boundary waits for the packet to finish entering).
+        async for _, _, took in ctx.tick().sample(dut.i.valid & dut.i.ready):
+            progress["in"] += bool(took)
+            k = progress["in"]
+            ctx.set(dut.i.valid, k < len(beats))
+            if k < len(beats):
+                ctx.set(dut.i.payload.data, beats[k][0])
+                ctx.set(dut.i.payload.last, beats[k][1])
+
+    async def control(ctx):
+        if before is not None:
+            await before(ctx, dut.yld)
+        cycle = 0
+        while len(progress["out"]) < len(beats) and cycle < 20_000:
+            await ctx.tick()
+            cycle += 1
+            if await interrupt(ctx, dut.yld, cycle, progress):
+                return
+        assert cycle < 20_000, "stalled"
+
+    sim.add_testbench(source, background=True)
+    sim.add_testbench(sink, background=True)
+    sim.add_testbench(control)
+    sim.run()
+    return progress["out"], progress["in"]
+
+
+BEATS = [((37 * n + 11) & 0xFF, n % 3 == 2) for n in range(60)]
+
+
+def test_state_map_lists_every_register_and_row():
+    smap = Yieldable(Scrambler()).state_map
+    kinds = {item.name: (item.kind, item.width, item.words) for item in smap.items}
+    assert kinds["acc"] == ("ff", 40, 2)
+    assert kinds["held"] == ("ff", 8, 1)
+    assert kinds["table.rdport0"] == ("rdport", 8, 1)
+    table = smap.find("table")
+    assert (table.kind, table.depth, table.width, table.words) == ("mem", 16, 8, 1)
+    assert table.addr % 16 == 0                          # rows are an aligned bit field
+    assert smap.bits == sum(i.width * i.depth for i in smap.items)
+    assert StateMap.from_json(smap.to_json()).items == smap.items
+    assert len(smap.addresses()) == smap.words
+
+
+def test_runs_unchanged_when_never_stopped():
+    async def never(ctx, y, cycle, progress):
+        pass
+    out, _ = run_scrambler(BEATS, never)
+    assert out == reference(BEATS)
+
+
+async def _stop(ctx, y, at_boundary):
+    ctx.set(y.stop, 1)
+    ctx.set(y.at_boundary, at_boundary)
+    cycles = 0
+    while not ctx.get(y.stopped):
+        await ctx.tick()
+        cycles += 1
+    return cycles
+
+
+async def _read(ctx, y, addrs):
+    words = []
+    for a in addrs:
+        ctx.set(y.addr, a)
+        ctx.set(y.read, 1)
+        await ctx.tick()
+        words.append(ctx.get(y.rdata))
+    ctx.set(y.read, 0)
+    return words
+
+
+async def _write(ctx, y, addrs, words):
+    for a, w in zip(addrs, words):
+        ctx.set(y.addr, a)
+        ctx.set(y.wdata, w)
+        ctx.set(y.write, 1)
+        await ctx.tick()
+    ctx.set(y.write, 0)
+
+
+@pytest.mark.parametrize("at_boundary", [0, 1])
+def test_stop_capture_scramble_restore_resume(at_boundary):
+    smap = Yieldable(Scrambler()).state_map
+    addrs = smap.addresses()
+    seen = {}
+
+    async def interrupt(ctx, y, cycle, progress):
+        if cycle % 37:
+            return
+        seen.setdefault("latency", []).append(await _stop(ctx, y, at_boundary))
+        saved = await _read(ctx, y, addrs)
+        frozen = await _read(ctx, y, addrs)
+        assert frozen == saved, "state changed while stopped"
+        junk = [(a * 2654435761 + cycle) & 0xFFFF_FFFF for a in addrs]
+        junk = smap.encode(smap.decode(junk))        # bits beyond each item's width are 0
+        await _write(ctx, y, addrs, junk)
+        assert await _read(ctx, y, addrs) == junk
+        await _write(ctx, y, addrs, saved)
+        ctx.set(y.stop, 0)
+        await ctx.tick()
+
+    out, _ = run_scrambler(BEATS, interrupt)
+    assert out == reference(BEATS)
+    assert len(seen["latency"]) >= 3
+    if not at_boundary:
+        assert set(seen["latency"]) == {1}
+
+
+def test_boundary_stop_waits_for_the_packet_and_drains():
+    """Stopped at a boundary, the component holds no packet: every beat taken has left, and the
+    last one left ended a packet; it stays stopped until ``stop`` drops."""
+    checked = []
+
+    async def interrupt(ctx, y, cycle, progress):
+        if cycle % 23 != 4:
+            return
+        await _stop(ctx, y, 1)
+        out = progress["out"]
+        assert len(out) == progress["in"] and out[-1][1] == 1
+        for _ in range(5):
+            await ctx.tick()
+            assert ctx.get(y.stopped)
+        checked.append(cycle)
+        ctx.set(y.stop, 0)
+        await ctx.tick()
+
+    out, _ = run_scrambler(BEATS, interrupt)
+    assert out == reference(BEATS)
+    assert len(checked) >= 3
+
+
+def test_capture_moves_state_to_a_second_instance():
+    """Migration in miniature: stop instance A at a packet boundary mid-stream, capture it,
+    restore the capture into a fresh instance B, send B the beats A did not take: A's output
+    then B's equals the uninterrupted run, bit for bit."""
+    smap = Yieldable(Scrambler()).state_map
+    addrs = smap.addresses()
+    captured = []
+
+    async def capture(ctx, y, cycle, progress):
+        if cycle == 50:
+            await _stop(ctx, y, 1)
+            captured.extend(await _read(ctx, y, addrs))
+            return True
+
+    out_a, taken = run_scrambler(BEATS, capture)
+    assert 0 < taken < len(BEATS)
+
+    async def restore(ctx, y):
+        await _stop(ctx, y, 0)
+        await _write(ctx, y, addrs, captured)
+        ctx.set(y.stop, 0)
+        await ctx.tick()
+
+    async def never(ctx, y, cycle, progress):
+        pass
+
+    out_b, _ = run_scrambler(BEATS[taken:], never, before=restore)
+    assert out_a + out_b == reference(BEATS)
+
+
+def test_errors_are_clear():
+    with pytest.raises(TransformError, match="not an amaranth.lib.wiring.Component"):
+        Yieldable(Module())
+
+    class TwoClocks(wiring.Component):
+        o: Out(1)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.domains.fast = ClockDomain()
+            m.d.fast += self.o.eq(~self.o)
+            return m
+
+    with pytest.raises(TransformError, match="domain 'fast'"):
+        Yieldable(TwoClocks())
+
+    class HasYld(wiring.Component):
+        yld: In(1)
+
+        def elaborate(self, platform):
+            return Module()
+
+    with pytest.raises(TransformError, match="already has a port named 'yld'"):
+        Yieldable(HasYld())
+
+
+# The 64-bit build parameters of the NT tests (tests/test_nt_*.py), whose 64-bit builds are
+# these transformed NTs: each build is made once and serves both.
+BUILD_PARAMS_64 = {
+    "chacha20": {"rounds_per_cycle": 5},
+    "csum_verify": {"max_frame_bytes": 2048},
+    "csum_offload": {"max_frame_bytes": 9216},
+    "vxlan_encap": {"buffer_bytes": 4096},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(task_classes()))
+def test_nt_interrupted_equals_uninterrupted(kind, tmp_path):
+    sim = task_simulator(kind, 64, BUILD_PARAMS_64.get(kind), yieldable=True)
+    r = run_bench(sim, "interrupted_traffic",
+                  {"SNIC_PACKETS": 300, "SNIC_SEED": 5, "SNIC_INTERRUPTS": 4,
+                   "SNIC_GOLDEN_CHECKS": 2},
+                  test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
+    t = r["transform"]
+    assert r["packets_out"] == r["packets_in"] == 300
+    assert r["mismatches"] == 0
+    assert t["stops"] == 4 and t["boundary_stops"] == 2
+    assert t["golden_missing"] == [], f"state the simulator could not name: {t['golden_missing']}"
+    assert t["golden_compared"] == len(StateMap.from_json(
+        __import__("json").loads(open(sim.regmap_path).read())["state_map"]).items)
+    assert t["scramble_mismatches"] == 0

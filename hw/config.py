@@ -28,6 +28,8 @@ A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.
     store_beats = 1024     # the central packet store, shared by the regions
     region_fifo_beats = 64  # each region's input buffer
     policies = ["drf", "rr", "drr", "fifo"]      # schedulers built in; the first runs at reset
+    yieldable = true       # region personalities under the state-yielding transform
+                           # (suspend, resume, capture and restore their state)
 
 Without it the top level is the parser alone (:mod:`supernic.hw.top`).
 """
@@ -63,6 +65,7 @@ class DesignConfig:
     classifier_entries: int = 16
     table_size: int = 16
     policies: tuple = ("drf", "rr", "drr", "fifo")
+    yieldable: bool = False
     # Where relative chain paths are looked up; not part of the build identity.
     config_dir: str = field(default="", compare=False)
 
@@ -114,6 +117,8 @@ class DesignConfig:
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
                 raise ConfigError(f"nic.{name} must be an integer from {low} to {high}, "
                                   f"not {value!r}")
+        if not isinstance(self.yieldable, bool):
+            raise ConfigError(f"nic.yieldable must be true or false, not {self.yieldable!r}")
         if self.regions and len(self.regions) > 16:
             raise ConfigError(f"nic.regions must list at most 16 regions, not "
                               f"{len(self.regions)}")
@@ -165,7 +170,8 @@ class DesignConfig:
 _KNOWN = {"design": {"name", "data_width"}, "parser": {"header_bytes", "walk_steps"},
           "chains": {"specs"},
           "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
-                  "region_fifo_beats", "classifier_entries", "table_size", "policies"}}
+                  "region_fifo_beats", "classifier_entries", "table_size", "policies",
+                  "yieldable"}}
 _RENAMED = {"specs": "chains"}
 
 

@@ -44,6 +44,21 @@ def design_description(config: DesignConfig, top=None):
                             "cycles_per_beat": s.cycles_per_beat(config.data_width),
                             "nodes": [{"name": n.name, "nt": n.kind} for n in s.node_list()]}
                            for s in specs] for specs in top.personalities]
+        if config.yieldable:
+            out["state_maps"] = state_maps(config, top)
+    return out
+
+
+def state_maps(config, top):
+    """``{"region<r>": {personality: state map JSON}}`` of a NIC whose personalities are under
+    the state-yielding transform: what each word of a region's state registers means."""
+    from .nic.region import Personality
+    from .transform import state_map_of
+    maps = {}
+    out = {}
+    for r, specs in enumerate(top.personalities):
+        out[f"region{r}"] = {s.name: maps.setdefault(s.name, state_map_of(
+            Personality(top.shape, s)).to_json()) for s in specs}
     return out
 
 
@@ -57,7 +72,9 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
     configuration names ``<name>_<tenant>.v`` and its map; return the paths (chains under
     ``"chains"``, by tenant). With ``personalities`` (a NIC design), also each region
     personality as a stand-alone module ``<name>_personality_<chain>.v`` for a vendor
-    partial-reconfiguration flow (under ``"personalities"``)."""
+    partial-reconfiguration flow (under ``"personalities"``); with ``nic.yieldable`` each is
+    the personality under the state-yielding transform, and ``<...>.statemap.json`` beside it
+    maps its state words to names in that Verilog (under ``"state_maps"``)."""
     from amaranth.back import verilog
     from .chain.spec import load_chain
     from .chain.top import ChainTop
@@ -71,7 +88,7 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
     _write(verilog_path, generate_verilog(config, top))
     regmap_path.write_text(json.dumps(design_description(config, top), indent=2) + "\n")
     paths = {"verilog": verilog_path, "regmap": regmap_path, "chains": {},
-             "personalities": {}}
+             "personalities": {}, "state_maps": {}}
     if personalities and config.is_nic:
         from .nic.region import Personality
         from .nic.top import nic_shape
@@ -81,7 +98,19 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
                 progress(f"generating personality {spec.name}...")
             name = f"{config.name}_personality_{spec.name}"
             v = out / f"{name}.v"
-            _write(v, verilog.convert(Personality(shape, spec), name=name, emit_src=False))
+            if config.yieldable:
+                # The module the region holds: the personality under the transform, with its
+                # state map named as in this Verilog.
+                from .transform import Yieldable
+                from .transform.rtl import convert_with_state_maps
+                wrapped = Yieldable(Personality(shape, spec))
+                text, maps = convert_with_state_maps(wrapped, name, {"p": wrapped})
+                _write(v, text)
+                m = out / f"{name}.statemap.json"
+                m.write_text(json.dumps(maps["p"].to_json(), indent=1) + "\n")
+                paths["state_maps"][spec.name] = m
+            else:
+                _write(v, verilog.convert(Personality(shape, spec), name=name, emit_src=False))
             paths["personalities"][spec.name] = v
     for spec in specs:
         if progress:

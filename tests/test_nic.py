@@ -36,15 +36,21 @@ def test_nic_matches_model(nic_sim, policy, tmp_path):
     assert len(result["dispatched"]) == 5
 
 
-def test_nic_scale_out_under_traffic(nic_sim, tmp_path):
+def test_nic_scale_out_and_yield_under_traffic(nic_sim, tmp_path):
     """A third of the way in, the control plane moves a region from one tenant to another
     while traffic flows: re-point and commit the first tenant's flow buckets, load the other
     chain into the region (drain, reconfiguration time), add it to the second tenant's
-    buckets. Nothing is lost or reordered, and both personalities' counters match."""
+    buckets. A sixth of the way in, the driver suspends the metered region's chain (rate
+    limiter and VLAN pop, under the state-yielding transform) at a packet boundary, captures
+    its state, scrambles it, restores it and resumes it. Nothing is lost or reordered, outputs and every counter
+    match the model."""
     result = run_bench(nic_sim, "random_traffic", {
         "SNIC_SEED": 31, "SNIC_PACKETS": 2000, "SNIC_POLICY": "drf", "SNIC_RECONFIGURE": 1,
+        "SNIC_YIELD_REGIONS": "3",
     }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
+    assert [y["region"] for y in result["yields"]] == [3]
+    assert all(y["restored_equal"] and y["words"] > 100 for y in result["yields"]), result["yields"]
     (move,) = result["moves"]
     assert "done_at_input" in move and move["done_at_input"] < result["packets_in"]
     assert result["dispatched"][str(move["region"])] > 0

@@ -33,6 +33,7 @@ from ..chain.graph import TaskGraph
 from ..csr.registers import R, RW, W1P, Register, RegisterBlock
 from ..nt.task import csr_signature
 from ..stream import PacketSignature
+from ..transform import Yieldable
 from .layout import NicShape
 
 __all__ = ["Region", "Personality", "region_block", "region_register_blocks",
@@ -49,7 +50,24 @@ def personality_block_name(region, chain, node):
     return f"r{region}_{chain}_{node}"
 
 
-def region_block(index, personalities):
+#: Registers of a region whose personalities are under the state-yielding transform
+#: (hw/transform): the state port of the personality ``state_select`` names, reached one word
+#: at a time (write ``state_addr``, read ``state_rdata``; or write ``state_wdata``, then
+#: ``state_write``). The words' meaning is the personality's state map.
+STATE_REGISTERS = (
+    Register("state_select", 8, RW, doc="Personality the state registers reach"),
+    Register("state_stop", 1, RW, doc="1: stop the selected personality; 0: resume it"),
+    Register("state_at_boundary", 1, RW, reset=1,
+             doc="1: stop at the next packet boundary after draining; 0: stop at once"),
+    Register("state_stopped", 1, R, doc="1 when the selected personality is stopped"),
+    Register("state_addr", 32, RW, doc="State word address (see the state map)"),
+    Register("state_rdata", 32, R, doc="State word at state_addr (while stopped)"),
+    Register("state_wdata", 32, RW, doc="State word the next state_write writes"),
+    Register("state_write", 1, W1P, doc="Write 1: write state_wdata at state_addr"),
+)
+
+
+def region_block(index, personalities, yieldable=False):
     return RegisterBlock(f"region{index}", REGION_TYPE, 0x0001_0000, [
         Register("personalities", 8, R, doc="Number of chain personalities built in"),
         Register("active", 8, R, doc="Personality loaded now"),
@@ -63,12 +81,13 @@ def region_block(index, personalities):
         Register("packets_in", 64, R, doc="Packets that entered the region"),
         Register("packets_out", 64, R, doc="Packets that left the region"),
         Register("offline_cycles", 64, R, doc="Cycles spent offline (draining or loading)"),
+        *(STATE_REGISTERS if yieldable else ()),
     ], doc="Region: " + ", ".join(s.name for s in personalities))
 
 
-def region_register_blocks(index, personalities):
+def region_register_blocks(index, personalities, yieldable=False):
     """The region's block, then one per NT of each personality."""
-    blocks = [region_block(index, personalities)]
+    blocks = [region_block(index, personalities, yieldable)]
     for spec in personalities:
         blocks += [n.task.register_block(personality_block_name(index, spec.name, n.name),
                                          n.params)
@@ -103,7 +122,7 @@ class Region(wiring.Component):
     """Region ``index`` of a NIC of ``shape``, able to host any of ``personalities``
     (:class:`~supernic.hw.chain.spec.ChainSpec`); the first is loaded at reset."""
 
-    def __init__(self, shape: NicShape, index, personalities):
+    def __init__(self, shape: NicShape, index, personalities, yieldable=False):
         if not personalities:
             raise ValueError(f"Region {index} must have at least one personality, not "
                              f"{personalities!r}")
@@ -113,8 +132,11 @@ class Region(wiring.Component):
         self.shape = shape
         self.index = index
         self.personalities = list(personalities)
-        self.graphs = [Personality(shape, spec) for spec in self.personalities]
-        self.block = region_block(index, self.personalities)
+        self.chains = [Personality(shape, spec) for spec in self.personalities]
+        # Under the transform each personality is wrapped; the wrapper has the same ports.
+        self.yieldable = yieldable
+        self.graphs = [Yieldable(c) for c in self.chains] if yieldable else self.chains
+        self.block = region_block(index, self.personalities, yieldable)
         sig = PacketSignature(shape.data_width, shape.meta_layout)
         super().__init__({
             "i": In(sig), "o": Out(sig),
@@ -124,8 +146,8 @@ class Region(wiring.Component):
 
     def task_ports(self):
         """``(block name, register port)`` of every NT, for connecting the register file."""
-        for spec, graph in zip(self.personalities, self.graphs):
-            for name in graph.graph.tasks:
+        for spec, chain, graph in zip(self.personalities, self.chains, self.graphs):
+            for name in chain.graph.tasks:
                 yield (personality_block_name(self.index, spec.name, name),
                        getattr(graph, f"csr_{name}"))
 
@@ -166,6 +188,9 @@ class Region(wiring.Component):
                     graph.o.ready.eq(self.o.ready),
                 ]
 
+        if self.yieldable:
+            self._state_port(m)
+
         header_only = [spec.header_only for spec in self.personalities]
         with m.Switch(active):
             for k, flag in enumerate(header_only):
@@ -203,3 +228,20 @@ class Region(wiring.Component):
             csr.header_only.eq(self.header_only),
         ]
         return m
+
+    def _state_port(self, m):
+        """The state registers onto the selected personality's ``yld`` port."""
+        csr = self.csr
+        for k, graph in enumerate(self.graphs):
+            mine = csr.state_select == k
+            m.d.comb += [
+                graph.yld.stop.eq(csr.state_stop & mine),
+                graph.yld.at_boundary.eq(csr.state_at_boundary),
+                graph.yld.addr.eq(csr.state_addr),
+                graph.yld.read.eq(1),
+                graph.yld.write.eq(csr.state_write & mine),
+                graph.yld.wdata.eq(csr.state_wdata),
+            ]
+            with m.If(mine):
+                m.d.comb += [csr.state_stopped.eq(graph.yld.stopped),
+                             csr.state_rdata.eq(graph.yld.rdata)]

@@ -3,7 +3,7 @@ Amaranth component can stop, expose and restore all its state, and resume."""
 
 from .inventory import TransformError, take_inventory
 from .statemap import StateItem, StateMap
-from .yieldable import Yieldable, YieldSignature
+from .yieldable import Yieldable, YieldSignature, state_map_of
 
 __all__ = ["Yieldable", "YieldSignature", "StateMap", "StateItem", "TransformError",
-           "take_inventory"]
+           "take_inventory", "state_map_of"]

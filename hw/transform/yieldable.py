@@ -38,7 +38,7 @@ from amaranth.lib.wiring import In, Out
 
 from .inventory import TransformError, take_inventory
 
-__all__ = ["Yieldable", "YieldSignature", "TransformError"]
+__all__ = ["Yieldable", "YieldSignature", "TransformError", "state_map_of"]
 
 PENDING_BITS = 16
 
@@ -54,6 +54,11 @@ def YieldSignature(addr_width, word_width=32):
         "write": In(1),
         "wdata": In(word_width),
     })
+
+
+def state_map_of(component, word_width=32):
+    """The state map ``Yieldable(component)`` will have (elaborates ``component`` once)."""
+    return take_inventory(Fragment.get(component, None)).state_map(word_width)
 
 
 class _Elaborated(Elaboratable):
@@ -76,7 +81,7 @@ class Yieldable(wiring.Component):
             raise TransformError("the component already has a port named 'yld'")
         self.component = component
         self.word_width = word_width
-        self.state_map = take_inventory(Fragment.get(component, None)).state_map(word_width)
+        self.state_map = state_map_of(component, word_width)
         self.inventory = None       # of the last elaboration: the signals behind the map
         self.read_port_signals = []  # of the last elaboration: what each rdport item reads
         members = dict(component.signature.members.items())

@@ -27,6 +27,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
+from supernic.driver.state import RegionState
 from supernic.hw.chain.spec import load_chain
 from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
 from supernic.hw.nic.layout import NicShape, nic_layout
@@ -144,6 +145,11 @@ async def random_traffic(dut):
             moves.append(move)
             cocotb.start_soon(reconfigure(bus, regmap, design, deployment, shape, move, run,
                                           len(inputs) // 3, rng))
+    yields = []
+    yield_regions = [int(r) for r in _env("SNIC_YIELD_REGIONS", "").split(",") if r]
+    if yield_regions:
+        cocotb.start_soon(suspend_and_restore(bus, design, run, yield_regions,
+                                              len(inputs) // 6, rng, yields))
     await RisingEdge(dut.clk)
     now0 = int(dut.parser0.now.value)
     await run.run(max_cycles=60 * sum(len(f) for _, f in inputs) // shape.beat_bytes + 50_000)
@@ -288,6 +294,8 @@ async def random_traffic(dut):
                  + total["nt_dropped"] + total["delivered"])
     if accounted != total["in"]:
         problems.append(f"packets unaccounted for: {total}")
+    if yield_regions and len(yields) != len(yield_regions):
+        problems.append(f"suspended {len(yields)} of regions {yield_regions}")
     if total["delivered"] != len(run.outputs):
         problems.append(f"egress counted {total['delivered']} delivered, "
                         f"{len(run.outputs)} came out")
@@ -297,11 +305,42 @@ async def random_traffic(dut):
         "changed": stats["changed"], "mismatches": stats["mismatches"],
         "cycles": run.cycles, "account": total, "tenants": per_tenant,
         "dispatched": {r: len(v) for r, v in run.dispatch.items()}, "moves": moves,
+        "yields": yields,
         "problems": problems[:MAX_REPORTED], "reports": reports,
     }
     _write_result(result)
     assert not reports, "\n".join(reports)
     assert not problems, "\n".join(problems[:MAX_REPORTED])
+
+
+async def suspend_and_restore(bus, design, run, regions, after, rng, report):
+    """With traffic flowing, through the driver (sw/driver/state.py): suspend each region's
+    personality at a packet boundary, capture its state, overwrite it with random words,
+    restore the capture, check it reads back equal, and resume. The run's output must still
+    equal the model's: any state lost or restored wrong shows there."""
+    clk = run.dut.clk
+    while sum(len(a) for a in run.accept_cycles) < after:
+        await RisingEdge(clk)
+    run.holding += 1        # the run must not end while a region is stopped
+    try:
+        for r in regions:
+            region = RegionState(bus, design, r, wait=lambda: ClockCycles(clk, 16))
+            start = run.cycles
+            name = await region.suspend(at_boundary=True)
+            stopped_at = run.cycles
+            snapshot = await region.capture()
+            junk = [rng.getrandbits(32) for _ in snapshot["words"]]
+            await region.restore({**snapshot, "words": junk})
+            await region.restore(snapshot)
+            again = await region.capture()
+            await region.resume()
+            report.append({
+                "region": r, "personality": name, "words": len(snapshot["words"]),
+                "stop_cycles": stopped_at - start, "stopped_cycles": run.cycles - stopped_at,
+                "restored_equal": again["words"] == snapshot["words"]})
+    finally:
+        run.holding -= 1
+        run.last_out = run.cycles
 
 
 def reconfiguration(design, deployment):
@@ -385,6 +424,7 @@ class NicRun:
         self.outputs = []
         self.cycles = 0
         self.last_out = 0
+        self.holding = 0    # > 0: a side task has a region stopped; do not end the run
         layout = nic_layout(shape)
         self.user_layout = layout
         w = self.width
@@ -455,8 +495,8 @@ class NicRun:
             ready = not next(self.backpressure)
             m_tready.value = int(ready)
             done_in = all(len(a) == n for a, n in zip(self.accept_cycles, self.packets))
-            if done_in and self.cycles - max(self.last_out, max(
+            if done_in and not self.holding and self.cycles - max(self.last_out, max(
                     (a[-1] for a in self.accept_cycles if a), default=0)) > quiet:
                 return
-            if len(self.outputs) >= total_packets and done_in:
+            if len(self.outputs) >= total_packets and done_in and not self.holding:
                 return

@@ -59,6 +59,8 @@ def cmd_build(args):
         console.print(f"chain [bold]{tenant}[/]: {chain['verilog']}")
     for chain, path in paths["personalities"].items():
         console.print(f"region personality [bold]{chain}[/]: {path}")
+    for chain, path in paths["state_maps"].items():
+        console.print(f"state map of [bold]{chain}[/] (state-yielding transform): {path}")
     if args.lint:
         return _lint(paths["verilog"], console)
     return 0
@@ -245,6 +247,65 @@ def cmd_undeploy(args):
     return code
 
 
+def cmd_state(args):
+    """Suspend, resume, capture or restore a region's personality (state-yielding transform)."""
+    import asyncio
+    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
+    from .state import RegionState, StateError
+    from .transport import RegisterAccessError
+
+    snapshot = None
+    if args.action == "restore":
+        if args.file is None:
+            _error("restore needs a snapshot file (snic state capture --out FILE)")
+            return 2
+        try:
+            snapshot = json.loads(Path(args.file).read_text())
+        except (OSError, ValueError) as e:
+            _error(f"cannot read snapshot {args.file}: {e}")
+            return 2
+
+    async def session():
+        client = await DeviceClient.connect(args.socket, args.port)
+        async with client:
+            hello = await client.hello()
+            region = RegionState(SocketBus(client), hello["regmap"], args.region,
+                                 wait=lambda: client.run(256), timeout=args.timeout)
+            if args.action == "suspend":
+                return await region.suspend(at_boundary=not args.now)
+            if args.action == "resume":
+                return await region.resume()
+            if args.action == "capture":
+                return await region.capture()
+            return await region.restore(snapshot)
+
+    try:
+        result = asyncio.run(session())
+    except (StateError, DeviceUnavailable) as e:
+        _error(e)
+        return 2
+    except (DeviceError, RegisterAccessError) as e:
+        _error(e)
+        return 1
+    if args.action == "suspend":
+        print(f"region {args.region}: {result} stopped"
+              + (" at once" if args.now else " at a packet boundary, drained"))
+    elif args.action == "resume":
+        print(f"region {args.region}: running")
+    elif args.action == "capture":
+        text = json.dumps(result, indent=1)
+        if args.out is not None:
+            Path(args.out).write_text(text + "\n")
+            print(f"region {args.region}: {result['personality']}, {len(result['words'])} "
+                  f"words captured to {args.out}")
+        else:
+            print(text)
+    else:
+        print(f"region {args.region}: {snapshot['personality']} restored from {args.file} "
+              f"({len(snapshot['words'])} words)")
+    return 0
+
+
 def _control_arguments(p):
     where = p.add_mutually_exclusive_group()
     where.add_argument("--socket", type=Path,
@@ -319,6 +380,17 @@ def main(argv=None):
     p.add_argument("--tenant", type=int, required=True, help="tenant id")
     _control_arguments(p)
     p.set_defaults(func=cmd_undeploy)
+
+    p = sub.add_parser("state", help="suspend, resume, capture or restore a region's chain "
+                                     "(needs nic.yieldable)")
+    p.add_argument("action", choices=("suspend", "resume", "capture", "restore"))
+    p.add_argument("file", nargs="?", help="restore: the snapshot file capture wrote")
+    p.add_argument("--region", type=int, required=True, help="region index")
+    p.add_argument("--now", action="store_true",
+                   help="suspend: stop at once, not at the next packet boundary")
+    p.add_argument("--out", type=Path, help="capture: write the snapshot here (JSON)")
+    _control_arguments(p)
+    p.set_defaults(func=cmd_state)
 
     # `snic resources` hands its arguments to the tool as they are (it has its own parser).
     sub.add_parser("resources", add_help=False,

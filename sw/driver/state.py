@@ -1,0 +1,120 @@
+"""Suspend, resume, capture and restore the state of a region's chain personality, on a NIC
+built with ``nic.yieldable = true`` (hw/transform; the ``state_*`` registers of each
+``region<r>`` block).
+
+    region = RegionState(bus, description, 3, wait=...)
+    await region.suspend()                      # at the next packet boundary, drained
+    snapshot = await region.capture()           # every word of the state map, decoded
+    await region.restore(snapshot)              # here or in another region with the chain
+    await region.resume()
+
+The same code runs over any :class:`~supernic.driver.transport.RegisterBus`: the virtual
+device, a cocotb simulation, or a board. A snapshot is plain JSON: the personality, the build
+it came from, the raw words and, by the state map's names, the values (flip-flops, read-port
+registers, memory rows), so software can read what the hardware held.
+"""
+
+import asyncio
+import time
+
+from ..hw.transform.statemap import StateMap
+from .discovery import read_register, write_register
+
+__all__ = ["RegionState", "StateError"]
+
+
+class StateError(RuntimeError):
+    pass
+
+
+class RegionState:
+    def __init__(self, bus, description, region, wait=None, timeout=30.0):
+        maps = description.get("state_maps")
+        if not maps:
+            raise StateError("this build has no state-yielding transform: build it with "
+                             "nic.yieldable = true")
+        block = f"region{region}"
+        if block not in maps:
+            raise StateError(f"no region {region} (the design has {len(maps)})")
+        self.bus, self.regmap, self.block = bus, description["registers"], block
+        self.region = region
+        self.build_id = description.get("build_id")
+        self.names = [p["name"] for p in description["regions"][region]]
+        self.maps = {name: StateMap.from_json(raw) for name, raw in maps[block].items()}
+        self.wait = wait or (lambda: asyncio.sleep(0.001))
+        self.timeout = timeout
+
+    async def _read(self, reg):
+        return await read_register(self.bus, self.regmap, self.block, reg)
+
+    async def _write(self, reg, value):
+        await write_register(self.bus, self.regmap, self.block, reg, value)
+
+    async def active(self):
+        """The personality loaded in the region."""
+        return self.names[await self._read("active")]
+
+    async def stopped(self):
+        return bool(await self._read("state_stopped"))
+
+    async def suspend(self, at_boundary=True):
+        """Stop the active personality: at the next packet boundary, after every packet it
+        holds has left (default), or at once. Packets for the region wait in its buffer in
+        the packet store meanwhile. Returns the personality's name."""
+        name = await self.active()
+        await self._write("state_select", self.names.index(name))
+        await self._write("state_at_boundary", int(at_boundary))
+        await self._write("state_stop", 1)
+        deadline = time.monotonic() + self.timeout
+        while not await self.stopped():
+            if time.monotonic() > deadline:
+                raise StateError(f"region {self.region} ({name}) did not stop in "
+                                 f"{self.timeout:g} s (a packet it holds cannot leave?)")
+            await self.wait()
+        return name
+
+    async def resume(self):
+        await self._write("state_stop", 0)
+
+    async def _require_stopped(self, what):
+        if not await self.stopped():
+            raise StateError(f"region {self.region} is running: suspend it before {what}")
+
+    async def capture(self):
+        """Every state word of the stopped personality, as a JSON-able snapshot."""
+        await self._require_stopped("capturing its state")
+        name = self.names[await self._read("state_select")]
+        smap = self.maps[name]
+        words = []
+        for addr in smap.addresses():
+            await self._write("state_addr", addr)
+            words.append(await self._read("state_rdata"))
+        return {"region": self.region, "personality": name, "build_id": self.build_id,
+                "words": words, "values": _jsonable(smap.decode(words))}
+
+    async def restore(self, snapshot):
+        """Write a snapshot into the stopped personality (of the same chain and build)."""
+        await self._require_stopped("restoring state")
+        name = self.names[await self._read("state_select")]
+        if snapshot.get("personality") != name:
+            raise StateError(f"the snapshot holds {snapshot.get('personality')!r}, region "
+                             f"{self.region} has {name!r} selected")
+        if snapshot.get("build_id") != self.build_id:
+            raise StateError(f"the snapshot comes from build {snapshot.get('build_id')}, this "
+                             f"device runs build {self.build_id}")
+        smap = self.maps[name]
+        addrs, words = smap.addresses(), snapshot["words"]
+        if len(words) != len(addrs):
+            raise StateError(f"the snapshot has {len(words)} words, the state map "
+                             f"{len(addrs)}")
+        for addr, word in zip(addrs, words):
+            await self._write("state_addr", addr)
+            await self._write("state_wdata", word)
+            await self._write("state_write", 1)
+
+
+def _jsonable(values):
+    """Hex strings for values wider than JSON's safe integers."""
+    def one(v):
+        return v if v < 2 ** 53 else hex(v)
+    return {k: [one(x) for x in v] if isinstance(v, list) else one(v) for k, v in values.items()}

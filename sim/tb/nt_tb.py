@@ -57,6 +57,56 @@ def input_beats(frame, meta, layout, width):
     return [(d, k, end, last if end else first) for d, k, end in beats]
 
 
+def model_traffic(model, frames, hbytes, width, rng, predropped):
+    """Input beats for ``frames`` (metadata from the parser model, an increasing ingress
+    timestamp, some packets already marked dropped) and a deque of ``(frame, model output)``
+    (``model`` processes them in order)."""
+    parser = ParserModel(hbytes)
+    layout = meta_layout(hbytes)
+    ts = rng.randrange(2 ** 32)
+    beats, expected = [], collections.deque()
+    for frame in frames:
+        meta = parser.parse(frame)
+        ts = (ts + rng.randint(1, 400)) % 2 ** 32
+        meta["ts"] = ts
+        meta["drop"] = int(rng.random() < predropped)
+        beats += input_beats(frame, meta, layout, width)
+        expected.append((frame, model.process(frame, meta)))
+    return beats, expected
+
+
+def packet_checker(expected, layout, stats, reports):
+    """``on_packet`` for :class:`StreamHarness`: each packet out must equal the next of
+    ``expected``, bytes and metadata (first and last beat); counts go to ``stats``, the first
+    differences to ``reports``."""
+    def on_packet(got, first_user, last_user, nbeats):
+        frame, (want_frame, want_meta) = expected.popleft()
+        problems = []
+        if got != want_frame:
+            at = next((i for i, (a, b) in enumerate(zip(got, want_frame)) if a != b),
+                      min(len(got), len(want_frame)))
+            problems.append(f"data differs at byte {at} ({len(got)} bytes out, model "
+                            f"{len(want_frame)})")
+        last = decode(layout, last_user)
+        if last != want_meta:
+            problems.append(f"last-beat metadata differs: {_diff(want_meta, last)}")
+        if nbeats > 1:
+            first, first_want = decode(layout, first_user), copy.deepcopy(want_meta)
+            for f in TAIL_FLAGS:
+                first_want["flags"][f] = 0
+            if first != first_want:
+                problems.append(f"first-beat metadata differs: {_diff(first_want, first)}")
+        stats["packets"] += 1
+        stats["dropped"] += want_meta["drop"]
+        stats["changed"] += int(got != frame)
+        if problems:
+            stats["mismatches"] += 1
+            if len(reports) < MAX_REPORTED:
+                reports.append(f"packet {stats['packets'] - 1} ({len(frame)} bytes in, "
+                               f"{frame[:80].hex()}): " + "; ".join(problems))
+    return on_packet
+
+
 async def _setup(dut):
     design = _design()
     await start_and_reset(dut)
@@ -93,46 +143,11 @@ async def check_random_traffic(dut, during=None, slack=0):
     for reg, value in config.register_writes(nt["params"]):
         await write_register(bus, regmap, "nt", reg, value)
 
-    parser = ParserModel(hbytes)
     layout = meta_layout(hbytes)
-    ts = rng.randrange(2 ** 32)
-    beats, expected = [], collections.deque()
-    for frame in frames:
-        meta = parser.parse(frame)
-        ts = (ts + rng.randint(1, 400)) % 2 ** 32
-        meta["ts"] = ts
-        meta["drop"] = int(rng.random() < predropped)
-        beats += input_beats(frame, meta, layout, width)
-        expected.append((frame, model.process(frame, meta)))
-
+    beats, expected = model_traffic(model, frames, hbytes, width, rng, predropped)
     stats = collections.Counter()
     reports = []
-
-    def on_packet(got, first_user, last_user, nbeats):
-        frame, (want_frame, want_meta) = expected.popleft()
-        problems = []
-        if got != want_frame:
-            at = next((i for i, (a, b) in enumerate(zip(got, want_frame)) if a != b),
-                      min(len(got), len(want_frame)))
-            problems.append(f"data differs at byte {at} ({len(got)} bytes out, model "
-                            f"{len(want_frame)})")
-        last = decode(layout, last_user)
-        if last != want_meta:
-            problems.append(f"last-beat metadata differs: {_diff(want_meta, last)}")
-        if nbeats > 1:
-            first, first_want = decode(layout, first_user), copy.deepcopy(want_meta)
-            for f in TAIL_FLAGS:
-                first_want["flags"][f] = 0
-            if first != first_want:
-                problems.append(f"first-beat metadata differs: {_diff(first_want, first)}")
-        stats["packets"] += 1
-        stats["dropped"] += want_meta["drop"]
-        stats["changed"] += int(got != frame)
-        if problems:
-            stats["mismatches"] += 1
-            if len(reports) < MAX_REPORTED:
-                reports.append(f"packet {stats['packets'] - 1} ({len(frame)} bytes in, "
-                               f"{frame[:80].hex()}): " + "; ".join(problems))
+    on_packet = packet_checker(expected, layout, stats, reports)
 
     harness = StreamHarness(dut, width)
     side, done = {}, []

@@ -1,6 +1,12 @@
 """cocotb testbench: a network task under the state-yielding transform (hw/transform), in its
 shell with the ``yld`` port at the top level.
 
+``time_shared``: temporal multiplexing. Two tenants, each with its own random configuration
+and traffic, share one NT instance by context switches: stop at a packet boundary, capture
+the running tenant's state, restore the other's (and rewrite its read-write configuration
+registers, which live in the register file, not in the NT), resume. Each tenant's packets
+must equal its own model's (as if it ran alone), and so must its counters.
+
 ``interrupted_traffic``: the NT test's random traffic (random and malformed frames, idle and
 backpressure; sim/tb/nt_tb.py) while, at random cycles, the NT is stopped (at once or at the
 next packet boundary, alternately), all its state is read through the state port, compared
@@ -11,12 +17,20 @@ keep the run short). Every packet must still equal the model's, bit for bit, in 
 counters must agree: state that the port missed, or restored wrong, changes the output.
 """
 
-import cocotb
-from cocotb.triggers import RisingEdge
+import collections
+import random
 
+import cocotb
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from supernic.driver.discovery import read_register, write_register
+from supernic.hw.csr.registers import RW
+from supernic.hw.nt.task import model_class, task_class
+from supernic.hw.parser.meta import meta_layout
 from supernic.hw.transform.statemap import StateMap
-from supernic.sim.tb.bench_env import design as _design, env as _env
-from supernic.sim.tb.nt_tb import check_random_traffic
+from supernic.sim.bfm import StreamHarness, pattern
+from supernic.sim.tb.bench_env import design as _design, env as _env, write_result
+from supernic.sim.tb.nt_tb import _setup, check_random_traffic, model_traffic, packet_checker
 
 
 class StatePort:
@@ -156,3 +170,98 @@ async def interrupted_traffic(dut):
 
     await check_random_traffic(dut, during=interrupter,
                                slack=interrupts * (4 * len(addrs) + 1000))
+
+
+@cocotb.test()
+async def time_shared(dut):
+    design, bus, _ = await _setup(dut)
+    cfg, nt = design["config"], design["nt"]
+    width, hbytes = cfg["data_width"], cfg["header_bytes"]
+    regmap = design["registers"]
+    smap = StateMap.from_json(design["state_map"])
+    addrs = smap.addresses()
+    task = task_class(nt["kind"])
+    seed = _env("SNIC_SEED", 1, int)
+    n = _env("SNIC_PACKETS", 300, int)
+    switches = _env("SNIC_SWITCHES", 6, int)
+    rng = random.Random(seed)
+    port = StatePort(dut)
+    rw = {r["name"] for b in regmap["blocks"] if b["name"] == "nt" for r in b["registers"]
+          if r["access"] == RW.value}
+    layout = meta_layout(hbytes)
+
+    async def stop_and_capture():
+        await port.stop_now(at_boundary=True)
+        return await port.read_words(addrs)
+
+    # The reset state, before any configuration: each tenant's context starts from it.
+    reset_state = await stop_and_capture()
+    await port.resume()
+    tenants = []
+    for t in range(2):
+        model = model_class(task)(nt["params"], width, hbytes)
+        config, frames = model.test_case(random.Random(seed * 7 + t), n, 0.1)
+        model.configure(config)
+        writes = config.register_writes(nt["params"])
+        await port.stop_now(at_boundary=True)
+        await port.write_words(addrs, reset_state)
+        await port.resume()
+        for reg, value in writes:
+            await write_register(bus, regmap, "nt", reg, value)
+        await ClockCycles(dut.clk, 4)
+        context = await stop_and_capture()
+        await port.resume()
+        beats, expected = model_traffic(model, frames, hbytes, width, rng, 0.02)
+        starts = [i for i, b in enumerate(beats) if i == 0 or beats[i - 1][2]]
+        stats = collections.Counter()
+        tenants.append({
+            "model": model, "context": context, "beats": beats, "starts": starts,
+            "sent": 0, "expected": expected, "stats": stats, "reports": [],
+            "rw": [(r, v) for r, v in writes if r in rw]})
+    # Packets per turn: the traffic split into switches + 1 turns per tenant.
+    per_turn = -(-n // (switches // 2 + 1))
+    harness = StreamHarness(dut, width)
+    active, turns = None, 0
+    while any(t["sent"] < n for t in tenants):
+        t = next(k for k in (turns % 2, 1 - turns % 2) if tenants[k]["sent"] < n)
+        tenant = tenants[t]
+        if active != t:
+            await port.stop_now(at_boundary=True)
+            if active is not None:
+                tenants[active]["context"] = await port.read_words(addrs)
+            await port.write_words(addrs, tenant["context"])
+            for reg, value in tenant["rw"]:
+                await write_register(bus, regmap, "nt", reg, value)
+            await port.resume()
+            active = t
+        first, last = tenant["sent"], min(n, tenant["sent"] + per_turn)
+        end = tenant["starts"][last] if last < n else len(tenant["beats"])
+        on_packet = packet_checker(tenant["expected"], layout, tenant["stats"],
+                                   tenant["reports"])
+        await harness.run(tenant["beats"][tenant["starts"][first]:end], last - first,
+                          pattern("random", rng), pattern("random", rng),
+                          max_cycles=40 * (end - tenant["starts"][first]) + 20_000,
+                          on_packet=on_packet)
+        tenant["sent"] = last
+        turns += 1
+    # Each tenant's counters, read with its own context loaded.
+    counters = {}
+    for t in (active, 1 - active):
+        if t != active:
+            await port.stop_now(at_boundary=True)
+            await port.write_words(addrs, tenants[t]["context"])
+            await port.resume()
+        want = tenants[t]["model"].counters()
+        got = {name: await read_register(bus, regmap, "nt", name) for name in want}
+        counters[t] = {"hw": got, "model": want}
+    result = {
+        "kind": nt["kind"], "turns": turns, "state_words": len(addrs),
+        "tenants": [{"packets_out": t["stats"]["packets"], "mismatches": t["stats"]["mismatches"],
+                     "reports": t["reports"]} for t in tenants],
+        "counters": counters,
+    }
+    write_result(result)
+    for t, tenant in enumerate(tenants):
+        assert not tenant["reports"], f"tenant {t}: " + "\n".join(tenant["reports"])
+        assert tenant["stats"]["packets"] == n
+        assert counters[t]["hw"] == counters[t]["model"], f"tenant {t}: {counters[t]}"

@@ -10,12 +10,13 @@ tenants time-sharing one NT instance by context switches, each as if alone.
 """
 
 import pytest
-from amaranth.hdl import ClockDomain, Module, Signal
+from amaranth.hdl import ClockDomain, Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from supernic.driver.state import service_traps
 from supernic.hw.nt.task import task_classes
 from supernic.hw.transform import StateMap, TransformError, Yieldable
 from supernic.sim.session import run_bench, task_simulator
@@ -69,12 +70,15 @@ def reference(beats):
 
 
 def run_scrambler(beats, interrupt, before=None):
-    """Send ``beats`` through a transformed Scrambler (a source and a sink with backpressure,
-    each its own process). ``before(ctx, y)`` is awaited before the first cycle;
+    return _run_component(Yieldable(Scrambler()), beats, interrupt, before)
+
+
+def _run_component(dut, beats, interrupt, before=None):
+    """Send ``beats`` through ``dut``, a transformed component with a beat stream in and out
+    (a source and a sink with backpressure, each its own process). ``before(ctx, y)`` is awaited before the first cycle;
     ``interrupt(ctx, y, cycle, progress)`` every cycle (``progress``: beats ``"in"`` so far and
     the beats ``"out"``); if it returns True the run ends there. Returns ``(beats out, beats
     taken)``."""
-    dut = Yieldable(Scrambler())
     progress = {"in": 0, "out": []}
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -336,3 +340,66 @@ def test_two_tenants_time_share_one_nt(kind, tmp_path):
     for t, tenant in enumerate(r["tenants"]):
         assert tenant["packets_out"] == 200 and tenant["mismatches"] == 0, tenant["reports"]
         assert r["counters"][str(t)]["hw"] == r["counters"][str(t)]["model"]
+
+
+class Chatty(wiring.Component):
+    """Passes beats through a register and prints, from the sync domain, every beat whose
+    data is odd (with a running count, and a signed value) and every packet end."""
+
+    i: In(stream.Signature(BEAT))
+    o: Out(stream.Signature(BEAT))
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Format, Print
+        m = Module()
+        count = Signal(16)
+        delta = Signal(signed(8))
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(self.i.payload),
+                         count.eq(count + 1), delta.eq(self.i.payload.data - 100)]
+            with m.If(self.i.payload.data[0]):
+                m.d.sync += Print(Format("beat {:d}: {:02x} delta {}", count,
+                                         self.i.payload.data, delta))
+            with m.If(self.i.payload.last):
+                m.d.sync += Print("end of packet", count)
+        return m
+
+
+def test_prints_become_traps():
+    """Synergy's $display: each Print stops the component where it executed; software reads
+    its arguments through the state port, formats them, clears the trap and the component
+    runs on. The text equals what the print would have printed, in order, and the output
+    stream is unchanged."""
+    smap = Yieldable(Chatty()).state_map
+    assert [t["format"] for t in smap.traps] == ["beat {:d}: {:02x} delta {}\n",
+                                                 "end of packet {}\n"]
+    printed, want, count, delta = [], [], 0, 0
+    for value, last in BEATS:
+        if value & 1:
+            want.append(f"beat {count:d}: {value:02x} delta {delta}\n")
+        if last:
+            want.append(f"end of packet {count}\n")
+        count, delta = count + 1, (value - 100 + 128) % 256 - 128
+
+    async def service(ctx, y, cycle, progress):
+        if not ctx.get(y.trapped):
+            return
+        while not ctx.get(y.stopped):
+            await ctx.tick()
+
+        async def read_word(addr):
+            return (await _read(ctx, y, [addr]))[0]
+
+        async def write_word(addr, value):
+            await _write(ctx, y, [addr], [value])
+        # The driver's trap service (sw/driver/state.py), over this port.
+        printed.extend(await service_traps(smap, read_word, write_word))
+        await ctx.tick()
+
+    dut = Yieldable(Chatty())
+    out, _ = _run_component(dut, BEATS, service)
+    assert out == BEATS
+    assert printed == want

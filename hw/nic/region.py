@@ -60,6 +60,8 @@ STATE_REGISTERS = (
     Register("state_at_boundary", 1, RW, reset=1,
              doc="1: stop at the next packet boundary after draining; 0: stop at once"),
     Register("state_stopped", 1, R, doc="1 when the selected personality is stopped"),
+    Register("state_trapped", 1, R,
+             doc="1 when a Print of the selected personality trapped (see its state map)"),
     Register("state_addr", 32, RW, doc="State word address (see the state map)"),
     Register("state_rdata", 32, R, doc="State word at state_addr (while stopped)"),
     Register("state_wdata", 32, RW, doc="State word the next state_write writes"),
@@ -244,4 +246,5 @@ class Region(wiring.Component):
             ]
             with m.If(mine):
                 m.d.comb += [csr.state_stopped.eq(graph.yld.stopped),
+                             csr.state_trapped.eq(graph.yld.trapped),
                              csr.state_rdata.eq(graph.yld.rdata)]

@@ -11,12 +11,13 @@ which is not public API; pyproject pins ``amaranth==0.5.*`` for that reason.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Fragment, Shape, Signal
+from amaranth.hdl import Cat, Fragment, Print, Shape, Signal, Value
+from amaranth.hdl._ast import Switch, _StatementList
 from amaranth.hdl._mem import MemoryInstance
 
 from .statemap import StateItem, StateMap
 
-__all__ = ["Inventory", "take_inventory", "TransformError"]
+__all__ = ["Inventory", "take_inventory", "TransformError", "Trap", "rewrite_prints"]
 
 
 class TransformError(Exception):
@@ -24,10 +25,70 @@ class TransformError(Exception):
 
 
 @dataclass
+class Trap:
+    """A ``Print`` turned into a trap: where it executed, ``fired`` is set and ``values``
+    holds its arguments (packed LSB first) as they were when it would have printed."""
+    format: str              # Python format string of the message
+    args: list               # [(width, signed)] of each argument, in order
+    fired: Signal
+    values: Signal
+    path: tuple
+
+    def to_json(self, path_name):
+        return {"format": self.format, "args": [list(a) for a in self.args],
+                "fired": path_name(self.path, self.fired.name),
+                "values": path_name(self.path, self.values.name)}
+
+
+def rewrite_prints(fragment):
+    """Replace every ``Print`` in a ``sync`` domain below ``fragment`` by a trap (Synergy's
+    ``$display``, §4.3): the print's enable sets ``fired`` and latches its arguments, at the
+    same clock edge and under the same conditions the print would have executed. Returns the
+    :class:`Trap` list. A ``Print`` in the ``comb`` domain has no clock edge to trap at and is
+    refused."""
+    traps = []
+
+    def walk_stmts(stmts, path, domain):
+        out = []
+        for st in stmts:
+            if isinstance(st, Print):
+                if domain == "comb":
+                    raise TransformError(f"{_join(path) or 'top'}: a Print in the comb domain "
+                                         f"cannot become a trap; print from a sync domain")
+                fmt, args = st.message._to_format_string()
+                args = [Value.cast(a) for a in args]
+                k = len(traps)
+                fired = Signal(name=f"trap{k}_fired")
+                values = Signal(max(1, sum(len(a) for a in args)), name=f"trap{k}_values")
+                traps.append(Trap(fmt, [(len(a), a.shape().signed) for a in args], fired,
+                                  values, path))
+                out += [fired.eq(1), values.eq(Cat(*args))]
+            elif isinstance(st, Switch):
+                out.append(Switch(st.test, [(patterns, walk_stmts(body, path, domain), loc)
+                                            for patterns, body, loc in st.cases],
+                                  src_loc=st.src_loc))
+            else:
+                out.append(st)
+        return _StatementList(out)
+
+    def walk(frag, path):
+        if type(frag) is not Fragment:
+            return
+        for domain in list(frag.statements):
+            frag.statements[domain] = walk_stmts(frag.statements[domain], path, domain)
+        for i, (sub, name, _loc) in enumerate(frag.subfragments):
+            walk(sub, (*path, name if name is not None else f"U${i}"))
+
+    walk(fragment, ())
+    return traps
+
+
+@dataclass
 class Inventory:
     fragments: list          # [(path, Fragment)] every non-memory fragment
     flip_flops: list         # [(path, Fragment, Signal)]
     memories: list           # [(path, MemoryInstance)]
+    traps: list = None       # [Trap], when the prints were rewritten first
 
     def state_map(self, word_width):
         items, addr = [], 0
@@ -55,15 +116,16 @@ class Inventory:
             items.append(StateItem(_join(path), "mem", width, addr, n, mem._data.depth, stride,
                                    writable=bool(mem._write_ports)))
             addr += size
-        return StateMap(word_width, items)
+        return StateMap(word_width, items,
+                        [t.to_json(_join) for t in (self.traps or [])])
 
 
 def _join(path, leaf=None):
     return ".".join([*path, leaf] if leaf is not None else path)
 
 
-def take_inventory(fragment):
-    inv = Inventory([], [], [])
+def take_inventory(fragment, traps=None):
+    inv = Inventory([], [], [], traps)
 
     def walk(frag, path):
         if isinstance(frag, MemoryInstance):

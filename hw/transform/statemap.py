@@ -48,6 +48,9 @@ class StateItem:
 class StateMap:
     word_width: int
     items: list
+    #: ``Print`` statements turned into traps: ``{"format", "args": [[width, signed]],
+    #: "fired", "values"}`` (the last two name ``ff`` items).
+    traps: list = field(default_factory=list)
 
     @property
     def addr_width(self):
@@ -110,17 +113,32 @@ class StateMap:
                 return item
         raise KeyError(f"no state item {name!r}")
 
+    def format_trap(self, trap, values):
+        """The text a trap's ``Print`` would have printed, from ``values`` (``{name: value}``,
+        as :meth:`decode` gives)."""
+        packed, out = values[trap["values"]], []
+        for width, signed in trap["args"]:
+            v = packed & ((1 << width) - 1)
+            packed >>= width
+            if signed and v >> (width - 1):
+                v -= 1 << width
+            out.append(v)
+        return trap["format"].format(*out)
+
     def to_json(self):
         return {"word_width": self.word_width, "addr_width": self.addr_width,
                 "bits": self.bits, "words": self.words,
-                "items": [{**asdict(i), "rtl": list(i.rtl)} for i in self.items]}
+                "items": [{**asdict(i), "rtl": list(i.rtl)} for i in self.items],
+                "traps": self.traps}
 
     @classmethod
     def from_json(cls, raw):
         if isinstance(raw, str):
             raw = json.loads(raw)
         return cls(raw["word_width"],
-                   [StateItem(**{**i, "rtl": tuple(i.get("rtl", ()))}) for i in raw["items"]])
+                   [StateItem(**{**i, "rtl": tuple(i.get("rtl", ()))}) for i in raw["items"]],
+                   raw.get("traps", []))
 
     def same_layout(self, other):
-        return self.word_width == other.word_width and self.items == other.items
+        return (self.word_width == other.word_width and self.items == other.items
+                and self.traps == other.traps)

@@ -36,7 +36,7 @@ from amaranth.hdl._ast import Switch, _StatementList
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .inventory import TransformError, take_inventory
+from .inventory import TransformError, rewrite_prints, take_inventory
 
 __all__ = ["Yieldable", "YieldSignature", "TransformError", "state_map_of"]
 
@@ -53,12 +53,14 @@ def YieldSignature(addr_width, word_width=32):
         "rdata": Out(word_width),
         "write": In(1),
         "wdata": In(word_width),
+        "trapped": Out(1),
     })
 
 
 def state_map_of(component, word_width=32):
     """The state map ``Yieldable(component)`` will have (elaborates ``component`` once)."""
-    return take_inventory(Fragment.get(component, None)).state_map(word_width)
+    frag = Fragment.get(component, None)
+    return take_inventory(frag, rewrite_prints(frag)).state_map(word_width)
 
 
 class _Elaborated(Elaboratable):
@@ -94,7 +96,8 @@ class Yieldable(wiring.Component):
         m = Module()
         W = self.word_width
         frag = Fragment.get(self.component, platform)
-        inv = take_inventory(frag)
+        traps = rewrite_prints(frag)
+        inv = take_inventory(frag, traps)
         smap = inv.state_map(W)
         if not smap.same_layout(self.state_map):
             raise TransformError(f"{type(self.component).__name__} elaborated to different "
@@ -103,7 +106,12 @@ class Yieldable(wiring.Component):
         self.read_port_signals = []
         y = self.yld
         stopped, run = Signal(), Signal()
-        m.d.comb += [run.eq(~stopped), y.stopped.eq(stopped)]
+        # A trap freezes the component on the cycle after its print executed (the arguments
+        # were latched at that edge) and holds it until software clears its `fired` flag.
+        trapped = Signal()
+        m.d.comb += trapped.eq(Cat(t.fired for t in traps).any() if traps else 0)
+        m.d.comb += [run.eq(~stopped & ~trapped), y.stopped.eq(stopped),
+                     y.trapped.eq(trapped)]
         wr = Signal()
         m.d.comb += wr.eq(y.write & stopped)
         rd = y.read & stopped
@@ -224,11 +232,11 @@ class Yieldable(wiring.Component):
                     other._en = Mux(run, other._en, Const(0, len(other._en)))
         m.d.comb += y.rdata.eq(rdata)
 
-        self._connect_ports(m, run, stopped)
+        self._connect_ports(m, run, stopped, trapped)
         m.submodules.inner = _Elaborated(frag)
         return m
 
-    def _connect_ports(self, m, run, stopped):
+    def _connect_ports(self, m, run, stopped, trapped):
         """Pass every port through; mask the streams' handshakes while frozen and track
         packets for the boundary stop."""
         y = self.yld
@@ -276,12 +284,14 @@ class Yieldable(wiring.Component):
         for mid in mids:
             drained = drained & ~mid
         with m.If(~stopped):
-            with m.If(y.stop):
+            with m.If(trapped):
+                m.d.sync += [stopped.eq(1), draining.eq(0)]
+            with m.Elif(y.stop):
                 with m.If(~y.at_boundary | (draining & drained)):
                     m.d.sync += [stopped.eq(1), draining.eq(0)]
                 with m.Else():
                     m.d.sync += draining.eq(1)
             with m.Else():
                 m.d.sync += draining.eq(0)
-        with m.Elif(~y.stop):
+        with m.Elif(~y.stop & ~trapped):
             m.d.sync += stopped.eq(0)

@@ -277,6 +277,8 @@ def cmd_state(args):
                 return await region.resume()
             if args.action == "capture":
                 return await region.capture()
+            if args.action == "traps":
+                return await region.service_traps()
             return await region.restore(snapshot)
 
     try:
@@ -292,6 +294,9 @@ def cmd_state(args):
               + (" at once" if args.now else " at a packet boundary, drained"))
     elif args.action == "resume":
         print(f"region {args.region}: running")
+    elif args.action == "traps":
+        for message in result:
+            print(message, end="" if message.endswith("\n") else "\n")
     elif args.action == "capture":
         text = json.dumps(result, indent=1)
         if args.out is not None:
@@ -381,9 +386,10 @@ def main(argv=None):
     _control_arguments(p)
     p.set_defaults(func=cmd_undeploy)
 
-    p = sub.add_parser("state", help="suspend, resume, capture or restore a region's chain "
-                                     "(needs nic.yieldable)")
-    p.add_argument("action", choices=("suspend", "resume", "capture", "restore"))
+    p = sub.add_parser("state", help="suspend, resume, capture or restore a region's chain, "
+                                     "or serve its Print traps (needs nic.yieldable)")
+    p.add_argument("action", choices=("suspend", "resume", "capture", "restore", "traps"),
+                   help="traps: print the messages of Prints that trapped, and run on")
     p.add_argument("file", nargs="?", help="restore: the snapshot file capture wrote")
     p.add_argument("--region", type=int, required=True, help="region index")
     p.add_argument("--now", action="store_true",

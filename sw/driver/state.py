@@ -20,7 +20,7 @@ import time
 from ..hw.transform.statemap import StateMap
 from .discovery import read_register, write_register
 
-__all__ = ["RegionState", "StateError"]
+__all__ = ["RegionState", "StateError", "service_traps"]
 
 
 class StateError(RuntimeError):
@@ -76,6 +76,23 @@ class RegionState:
     async def resume(self):
         await self._write("state_stop", 0)
 
+    async def service_traps(self):
+        """If the active personality trapped on a ``Print``: its messages (and it runs on).
+        The region's ``state_select`` must name the active personality."""
+        if not await self._read("state_trapped"):
+            return []
+        name = self.names[await self._read("state_select")]
+
+        async def read_word(addr):
+            await self._write("state_addr", addr)
+            return await self._read("state_rdata")
+
+        async def write_word(addr, value):
+            await self._write("state_addr", addr)
+            await self._write("state_wdata", value)
+            await self._write("state_write", 1)
+        return await service_traps(self.maps[name], read_word, write_word)
+
     async def _require_stopped(self, what):
         if not await self.stopped():
             raise StateError(f"region {self.region} is running: suspend it before {what}")
@@ -111,6 +128,26 @@ class RegionState:
             await self._write("state_addr", addr)
             await self._write("state_wdata", word)
             await self._write("state_write", 1)
+
+
+async def service_traps(smap, read_word, write_word):
+    """The messages of every trap that fired (``Print`` statements of a transformed component,
+    in map order), formatted as the print would have; each trap's ``fired`` flag is cleared,
+    so the component runs on once nothing else holds it. ``read_word(addr)`` and
+    ``write_word(addr, value)`` are coroutines reaching the stopped component's state port."""
+    items = {item.name: item for item in smap.items}
+    messages = []
+    for trap in smap.traps:
+        fired = items[trap["fired"]]
+        if not await read_word(fired.addr):
+            continue
+        held = items[trap["values"]]
+        value = 0
+        for w in range(held.words):
+            value |= await read_word(held.addr + w) << (w * smap.word_width)
+        messages.append(smap.format_trap(trap, {trap["values"]: value}))
+        await write_word(fired.addr, 0)
+    return messages
 
 
 def _jsonable(values):

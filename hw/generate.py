@@ -44,7 +44,7 @@ def design_description(config: DesignConfig, top=None):
                             "cycles_per_beat": s.cycles_per_beat(config.data_width),
                             "nodes": [{"name": n.name, "nt": n.kind} for n in s.node_list()]}
                            for s in specs] for specs in top.personalities]
-        if config.yieldable:
+        if config.yieldable_regions:
             out["state_maps"] = state_maps(config, top)
     return out
 
@@ -57,6 +57,8 @@ def state_maps(config, top):
     maps = {}
     out = {}
     for r, specs in enumerate(top.personalities):
+        if r not in config.yieldable_regions:
+            continue
         out[f"region{r}"] = {s.name: maps.setdefault(s.name, state_map_of(
             Personality(top.shape, s)).to_json()) for s in specs}
     return out
@@ -93,12 +95,14 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
         from .nic.region import Personality
         from .nic.top import nic_shape
         shape = nic_shape(config)
+        transformed = {s.name for r, specs in enumerate(top.personalities)
+                       if r in config.yieldable_regions for s in specs}
         for spec in {s.name: s for specs in top.personalities for s in specs}.values():
             if progress:
                 progress(f"generating personality {spec.name}...")
             name = f"{config.name}_personality_{spec.name}"
             v = out / f"{name}.v"
-            if config.yieldable:
+            if spec.name in transformed:
                 # The module the region holds: the personality under the transform, with its
                 # state map named as in this Verilog.
                 from .transform import Yieldable

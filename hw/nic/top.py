@@ -121,7 +121,7 @@ def nic_register_map(config: DesignConfig, personalities=None):
     blocks += [scheduler_block("scheduler", shape, config.table_size), store_block(shape),
                egress_block(shape)]
     for r, specs in enumerate(personalities):
-        blocks += region_register_blocks(r, specs, config.yieldable)
+        blocks += region_register_blocks(r, specs, r in config.yieldable_regions)
     return RegisterMap(blocks)
 
 
@@ -181,7 +181,7 @@ class MultiTenantNic(wiring.Component):
         online = Signal(shape.regions)
         header_only = Signal(shape.regions)
         for r, specs in enumerate(self.personalities):
-            region = Region(shape, r, specs, cfg.yieldable)
+            region = Region(shape, r, specs, r in cfg.yieldable_regions)
             m.submodules[f"region{r}"] = region
             wiring.connect(m, store.to_region[r], region.i)
             wiring.connect(m, region.o, store.from_region[r])

@@ -35,7 +35,8 @@ class RegionState:
                              "nic.yieldable = true")
         block = f"region{region}"
         if block not in maps:
-            raise StateError(f"no region {region} (the design has {len(maps)})")
+            raise StateError(f"region {region} is not under the state-yielding transform "
+                             f"(nic.yieldable lists {sorted(int(b[6:]) for b in maps)})")
         self.bus, self.regmap, self.block = bus, description["registers"], block
         self.region = region
         self.build_id = description.get("build_id")

@@ -107,6 +107,25 @@ def packet_checker(expected, layout, stats, reports):
     return on_packet
 
 
+async def saturation_traffic(bus, design, size, n):
+    """Load the model's saturation configuration; the beats of ``n`` frames of ``size`` bytes
+    it applies to, timestamped one frame time apart."""
+    cfg, nt = design["config"], design["nt"]
+    width, hbytes = cfg["data_width"], cfg["header_bytes"]
+    model = model_class(task_class(nt["kind"]))(nt["params"], width, hbytes)
+    config, frames = model.saturation_case(random.Random(size), n, size)
+    for reg, value in config.register_writes(nt["params"]):
+        await write_register(bus, design["registers"], "nt", reg, value)
+    parser, layout = ParserModel(hbytes), meta_layout(hbytes)
+    beats, ts = [], 0
+    for frame in frames:
+        meta = parser.parse(frame)
+        ts += len(frame) // (width // 8) + 1
+        meta["ts"] = ts
+        beats += input_beats(frame, meta, layout, width)
+    return beats
+
+
 async def _setup(dut):
     design = _design()
     await start_and_reset(dut)
@@ -186,21 +205,10 @@ async def saturation(dut):
     """Back-to-back frames of one size, source never idle, sink always ready."""
     design, bus, _ = await _setup(dut)
     cfg, nt = design["config"], design["nt"]
-    width, hbytes = cfg["data_width"], cfg["header_bytes"]
-    task = task_class(nt["kind"])
+    width = cfg["data_width"]
     size = _env("SNIC_SIZE", 64, int)
     n = _env("SNIC_PACKETS", 500, int)
-    model = model_class(task)(nt["params"], width, hbytes)
-    config, frames = model.saturation_case(random.Random(size), n, size)
-    for reg, value in config.register_writes(nt["params"]):
-        await write_register(bus, design["registers"], "nt", reg, value)
-    parser, layout = ParserModel(hbytes), meta_layout(hbytes)
-    beats, ts = [], 0
-    for frame in frames:
-        meta = parser.parse(frame)
-        ts += len(frame) // (width // 8) + 1
-        meta["ts"] = ts
-        beats += input_beats(frame, meta, layout, width)
+    beats = await saturation_traffic(bus, design, size, n)
     out_beats = []
     harness = StreamHarness(dut, width)
     await harness.run(beats, n, pattern("none", None), pattern("none", None),

@@ -19,16 +19,13 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from supernic.hw.nt.task import model_class, task_class
-from supernic.hw.parser.meta import meta_layout
 from supernic.hw.transform.statemap import StateMap
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, pattern, start_and_reset
-from supernic.sim.parser_model import ParserModel
 from supernic.sim.tb.bench_env import design as _design, env as _env, write_result as _write_result
-from supernic.sim.tb.nt_tb import input_beats
+from supernic.sim.tb.nt_tb import saturation_traffic
 from supernic.sim.tb.yield_tb import StatePort
-from supernic.driver.discovery import check_supported, discover, write_register
+from supernic.driver.discovery import check_supported, discover
 
 
 class _EdgeCounter:
@@ -56,7 +53,7 @@ def _summary(values):
 async def yield_costs(dut):
     design = _design()
     cfg, nt = design["config"], design["nt"]
-    width, hbytes = cfg["data_width"], cfg["header_bytes"]
+    width = cfg["data_width"]
     smap = StateMap.from_json(design["state_map"])
     addrs = smap.addresses()
     size = _env("SNIC_SIZE", 64, int)
@@ -69,18 +66,7 @@ async def yield_costs(dut):
     await start_and_reset(dut)
     bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
     check_supported(await discover(bus))
-    task = task_class(nt["kind"])
-    model = model_class(task)(nt["params"], width, hbytes)
-    config, frames = model.saturation_case(random.Random(size), n, size)
-    for reg, value in config.register_writes(nt["params"]):
-        await write_register(bus, design["registers"], "nt", reg, value)
-    parser, layout = ParserModel(hbytes), meta_layout(hbytes)
-    beats, ts = [], 0
-    for frame in frames:
-        meta = parser.parse(frame)
-        ts += len(frame) // (width // 8) + 1
-        meta["ts"] = ts
-        beats += input_beats(frame, meta, layout, width)
+    beats = await saturation_traffic(bus, design, size, n)
 
     clock = _EdgeCounter(dut.clk)
     harness = StreamHarness(dut, width)

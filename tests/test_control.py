@@ -32,6 +32,7 @@ from supernic.hw.config import DesignConfig, load_config
 from supernic.hw.generate import design_description
 from supernic.hw.nic.classifier import ClassifierEntry, entry_layout
 from supernic.hw.nic.layout import NicShape
+from supernic.hw.transform.statemap import StateMap
 from supernic.sim.csr_model import RegisterFileModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +77,14 @@ class FakeNic(RegisterBus):
         self.fail_at = None
         self.log = []          # (block, register, word part, value) of every write
         self.overrides = {}    # address -> value read instead of the model's
+        # The state port of every (region, personality) under the transform: distinct words
+        # per region, so a migration shows where the state came from.
+        self.states = {}
+        for block, chains in description.get("state_maps", {}).items():
+            r = int(block[6:])
+            for chain, raw in chains.items():
+                self.states[(r, chain)] = {a: (7919 * (a + 1) * (r + 1)) & 0xFFFF_FFFF
+                                           for a in StateMap.from_json(raw).addresses()}
 
     def image(self):
         return copy.deepcopy((self.model.values, self.tables, self.shadows, self.slots))
@@ -90,6 +99,9 @@ class FakeNic(RegisterBus):
             self._step_load(int(word.block[6:]))
         if word is not None and (word.block, word.register) == ("scheduler", "commit_pending"):
             self._step_commits()
+        if word is not None and word.register == "state_rdata":
+            self.model.set_input(word.block, "state_rdata",
+                                 self._state(word.block)[self.model.get(word.block, "state_addr")])
         return self.model.read(address)
 
     def write(self, address, value, strobe=0b1111):
@@ -103,6 +115,8 @@ class FakeNic(RegisterBus):
             self.log.append((word.block, word.register, word.part, value))
         for block, reg, bits in self.model.pulses[pulses:]:
             self._pulse(block, reg, bits)
+        if word is not None and word.register == "state_stop" and response == Response.OKAY:
+            self.model.set_input(word.block, "state_stopped", value & 1)
         return response
 
     async def read_word(self, address):
@@ -126,10 +140,17 @@ class FakeNic(RegisterBus):
             port = int(block[10:])
             self.slots[port][get(block, "entry_index")] = {
                 name: get(block, f"entry_{name}") for name in self.slots[port][0]}
+        elif block.startswith("region") and reg == "state_write":
+            self._state(block)[get(block, "state_addr")] = get(block, "state_wdata")
         elif block.startswith("region") and reg == "load":
             r = int(block[6:])
             self.model.set_input(block, "online", 0)
             self.loading[r] = [self.load_reads, get(block, "load_index")]
+
+    def _state(self, block):
+        r = int(block[6:])
+        return self.states[(r, self.description["regions"][r][
+            self.model.get(block, "state_select")]["name"])]
 
     def _step_load(self, r):
         if r not in self.loading or self.loading[r][0] is None:
@@ -224,7 +245,7 @@ def test_deploy_programs_the_expected_registers(nic_description, tmp_path):
     assert nic.tables[0] == [0] * 16
     assert nic.slots == _expected_slots(nic, [(0, [100])])
     assert [w for w in nic.log if w[0].startswith("r0_web_")] == _nt_writes(nic, 0, web)
-    assert not any(w[0].startswith(("r1_", "r2_", "r3_", "r4_")) for w in nic.log)
+    assert not any(w[0].startswith(("r1_", "r2_", "r3_", "r4_", "r5_")) for w in nic.log)
     assert get("scheduler", "r0_cost") == 0x100 and get("scheduler", "t0_inv_weight") == 0x100
     assert not nic.model.pulses or all(p[1] != "load" for p in nic.model.pulses)
     # The enable bit is the last write, after the classifier and the table commit.
@@ -251,7 +272,7 @@ def test_deploy_programs_the_expected_registers(nic_description, tmp_path):
     # A new control plane (another CLI invocation) sees the same truth.
     again = ControlPlane(nic, nic_description, tmp_path / "state.json")
     assert set(_run(again.refresh())) == {0, 1} and again.unmanaged == ()
-    assert again.free_regions() == [3, 4]
+    assert again.free_regions() == [3, 4, 5]
     # Without the state file the enabled tenants are unmanaged: deploys are refused.
     blind = ControlPlane(nic, nic_description, tmp_path / "other.json")
     before = nic.image()
@@ -377,7 +398,7 @@ def test_undeploy_then_redeploy(nic_description, tmp_path):
     first_reset = max(i for i, w in enumerate(nic.log) if w[:2] == ("scheduler", "table_commit"))
     assert last_entry < disable < first_reset
     fresh = ControlPlane(nic, nic_description, tmp_path / "state.json")
-    assert set(_run(fresh.refresh())) == {1} and fresh.free_regions() == [0, 1, 2, 4]
+    assert set(_run(fresh.refresh())) == {1} and fresh.free_regions() == [0, 1, 2, 4, 5]
     with pytest.raises(DeployRefused, match="tenant 0 is not deployed"):
         _run(fresh.undeploy(0))
     # The freed regions and the freed id take a tenant again, in another order.
@@ -399,6 +420,83 @@ def test_undeploy_that_cannot_drain_says_so(nic_description):
                                            r"again\)"):
         _run(plane.undeploy(0))
     assert nic.model.get("scheduler", "tenant_enable") == 0
+
+
+def test_migrate_moves_buckets_configuration_and_state(nic_description, tmp_path):
+    """``migrate`` (sw/driver/migration.py): the target gets the source's NT configuration and
+    cost, the tenant's buckets point at it, and the source's state words are in the target;
+    both regions run afterwards. The sequence under traffic is tested on the NIC in
+    tests/test_nic.py."""
+    nic = FakeNic(nic_description)
+    plane = ControlPlane(nic, nic_description, tmp_path / "state.json")
+    get = nic.model.get
+    assert _run(plane.deploy(CHAINS / "metered.toml", tenant=2)).regions == (3,)
+    _run(plane.deploy(CHAINS / "web.toml", tenant=0))
+    source_state = dict(nic.states[(3, "metered")])
+    assert nic.states[(5, "metered")] != source_state
+    # A run-time change of the source's configuration moves too.
+    rl = next(b["name"] for b in nic_description["registers"]["blocks"]
+              if b["name"].startswith("r3_metered_") and any(
+                  r["access"] == "RW" for r in b["registers"]))
+    reg = next(r for r in next(b for b in nic_description["registers"]["blocks"]
+                               if b["name"] == rl)["registers"] if r["access"] == "RW")
+    _run(plane._raw_write(rl, reg["name"], 1))
+    cost = get("scheduler", "r3_cost")
+
+    report = _run(plane.migrate(2, 3, 5))
+    assert report["personality"] == "metered" and report["words"] == len(source_state)
+    assert nic.states[(5, "metered")] == source_state
+    assert nic.tables[2] == [5] * 16 and nic.tables[0] == [0] * 16
+    assert get(rl.replace("r3_", "r5_", 1), reg["name"]) == 1
+    assert get("scheduler", "r5_cost") == cost and get("scheduler", "r3_cost") == 0x100
+    assert get("region3", "state_stop") == 0 and get("region5", "state_stop") == 0
+    # The record follows: a new control plane sees the tenant in region 5, region 3 free.
+    again = ControlPlane(nic, nic_description, tmp_path / "state.json")
+    assert _run(again.refresh())[2].regions == (5,) and 3 in again.free_regions()
+
+    refusals = [
+        (lambda p: p.migrate(1, 5, 3), r"tenant 1 is not deployed"),
+        (lambda p: p.migrate(2, 3, 5), r"tenant 2 \(metered\) does not run in region 3; its "
+                                       r"regions are \[5\]"),
+        (lambda p: p.migrate(2, 5, 0), r"region 0 is not free: tenant 0 uses it"),
+        (lambda p: p.migrate(2, 5, 4), r"region 4 cannot host 'metered'"),
+        (lambda p: p.migrate(2, 5, 9), r"target region must be an integer from 0 to 5"),
+        (lambda p: p.migrate(0, 0, 1), r"region 0 is not under the state-yielding transform"),
+    ]
+    for call, match in refusals:
+        states = copy.deepcopy(nic.states)
+        _refused(nic, plane, call, DeployRefused, match)
+        assert nic.states == states
+
+    # A bus error at every write of a migration back up to the state transfer, then at every
+    # 97th (the transfer is a few thousand alike writes): the buckets point at the source
+    # again, both regions run, the record is unchanged.
+    trial = copy.deepcopy(nic)
+    start = trial.writes
+    shutil.copy(tmp_path / "state.json", tmp_path / "trial.json")
+    _run(ControlPlane(trial, nic_description, tmp_path / "trial.json").migrate(2, 5, 3))
+    blocks = [w[:2] for w in trial.log[-(trial.writes - start):]]
+    transfer = blocks.index(("region5", "state_addr")) + 1
+    total = trial.writes - start
+    for k in [*range(1, transfer + 1), *range(transfer + 97, total - 2, 97)]:
+        faulty = copy.deepcopy(nic)
+        shutil.copy(tmp_path / "state.json", tmp_path / "trial.json")
+        faulty.fail_at = faulty.writes + k
+        plane = ControlPlane(faulty, nic_description, tmp_path / "trial.json")
+        with pytest.raises(DeployFailed, match=r"migration of tenant 2 from region 5 to 3 "
+                                               r"failed: .*runs in regions \[5\] as before"):
+            _run(plane.migrate(2, 5, 3))
+        assert faulty.tables[2] == [5] * 16, k
+        assert faulty.model.get("region3", "state_stop") == 0, k
+        assert faulty.model.get("region5", "state_stop") == 0, k
+        assert _run(plane.refresh())[2].regions == (5,)
+    # Once the target runs, the move stands: a failure to resume the source (the last write
+    # but one) is a warning.
+    faulty = copy.deepcopy(nic)
+    faulty.fail_at = faulty.writes + total - 1
+    report = _run(ControlPlane(faulty, nic_description, tmp_path / "state.json").migrate(2, 5, 3))
+    assert "region 5 stays stopped" in report["warnings"][0]
+    assert faulty.tables[2] == [3] * 16 and faulty.model.get("region5", "state_stop") == 1
 
 
 def test_device_reset_makes_records_stale(nic_description, tmp_path):
@@ -444,6 +542,18 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         fails(["deploy", str(ROOT / "tests/data/nic_test.toml"), "--tenant", "0"],
               "unknown key 'design'")
         fails(["undeploy", "--tenant", "3"], "tenant 3 is not deployed")
+        assert snic(["deploy", str(CHAINS / "metered.toml"), "--tenant", "2",
+                     "--socket", str(sock)]) == 0
+        capsys.readouterr()
+        assert snic(["migrate", "--tenant", "2", "--from", "3", "--to", "5",
+                     "--socket", str(sock)]) == 0
+        assert capsys.readouterr().out.strip() == (
+            "tenant 2: metered moved from region 3 to region 5 (606 state words) with traffic "
+            "flowing")
+        assert nic.tables[2] == [5] * 16
+        fails(["migrate", "--tenant", "1", "--from", "0", "--to", "2"],
+              "region 2 cannot host 'web'")
+        assert snic(["undeploy", "--tenant", "2", "--socket", str(sock)]) == 0
         assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 0
         assert nic.model.get("scheduler", "tenant_enable") == 0
     finally:

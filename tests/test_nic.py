@@ -1,6 +1,7 @@
 """The multi-tenant NIC on Verilator against the NIC model.
 
-Four tenants on five regions (the web tenant has two instances, dispatched by flow hash), two
+Four tenants on six regions (the web and metered tenants have two instances each, dispatched
+by flow hash; in the scale-out and migration run the second metered region is spare), two
 ingress ports driven at once (ingress oversubscribed) with random idle, random egress
 backpressure, the light size mix with 10% malformed frames and a share of frames whose tenant
 key nobody owns. Every delivered packet equals the model's, per-flow order holds, and every
@@ -33,20 +34,27 @@ def test_nic_matches_model(nic_sim, policy, tmp_path):
     account = result["account"]
     assert account["delivered"] > 800
     assert account["classifier_dropped"] > 0 and account["nt_dropped"] > 0
-    assert len(result["dispatched"]) == 5
+    assert len(result["dispatched"]) == 6
 
 
-def test_nic_scale_out_and_yield_under_traffic(nic_sim, tmp_path):
-    """A third of the way in, the control plane moves a region from one tenant to another
-    while traffic flows: re-point and commit the first tenant's flow buckets, load the other
-    chain into the region (drain, reconfiguration time), add it to the second tenant's
-    buckets. A sixth of the way in, the driver suspends the metered region's chain (rate
-    limiter and VLAN pop, under the state-yielding transform) at a packet boundary, captures
-    its state, scrambles it, restores it and resumes it. Nothing is lost or reordered, outputs and every counter
+def test_nic_scale_out_yield_and_migrate_under_traffic(nic_sim, tmp_path):
+    """With traffic flowing, through the driver, three things happen to a running NIC:
+
+    * a sixth of the way in, the metered region's chain (rate limiter and VLAN pop, under the
+      state-yielding transform) is suspended at a packet boundary; its state is captured,
+      scrambled, restored and read back equal; it resumes;
+    * a third of the way in, a region moves from one tenant to another: re-point and commit
+      the first tenant's flow buckets, load the other chain into the region (drain,
+      reconfiguration time), add it to the second tenant's buckets;
+    * half way in, the metered instance migrates live from region 3 to the spare region 5
+      (sw/driver/migration.py): the target gets the configuration, the buckets move and
+      commit, the state moves; the model's instance moves with it.
+
+    Nothing is lost or reordered; outputs and every counter (both metered regions' NTs too)
     match the model."""
     result = run_bench(nic_sim, "random_traffic", {
         "SNIC_SEED": 31, "SNIC_PACKETS": 2000, "SNIC_POLICY": "drf", "SNIC_RECONFIGURE": 1,
-        "SNIC_YIELD_REGIONS": "3",
+        "SNIC_YIELD_REGIONS": "3", "SNIC_SPARE_REGIONS": "5", "SNIC_MIGRATE": "3:5",
     }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
     assert [y["region"] for y in result["yields"]] == [3]
@@ -54,3 +62,7 @@ def test_nic_scale_out_and_yield_under_traffic(nic_sim, tmp_path):
     (move,) = result["moves"]
     assert "done_at_input" in move and move["done_at_input"] < result["packets_in"]
     assert result["dispatched"][str(move["region"])] > 0
+    (migration,) = result["migrations"]
+    assert migration["done_at_input"] < result["packets_in"] and migration["words"] > 100
+    # Both regions ran the metered tenant's packets: before and after the move.
+    assert result["dispatched"]["3"] > 0 and result["dispatched"]["5"] > 0

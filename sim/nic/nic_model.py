@@ -82,6 +82,15 @@ class NicModel:
             self.region_models[key] = ChainModel(spec, self.data_width, self.header_bytes)
         return self.region_models[key]
 
+    def migrate(self, source, target, spec):
+        """The hardware moved ``spec``'s chain state from region ``source`` into ``target``
+        (sw/driver/migration.py): the target's instance goes on from the source's state, and
+        the source keeps its own copy, as its hardware does."""
+        key = (source, spec.name)
+        if key not in self.region_models:
+            self.region_models[key] = ChainModel(spec, self.data_width, self.header_bytes)
+        self.region_models[(target, spec.name)] = copy.deepcopy(self.region_models[key])
+
     def run(self, region, tenant, frame, meta):
         """What leaves the NIC for ``tenant``'s packet dispatched to ``region``: ``(frame,
         meta, delivered)``; the tenant's egress counters are updated."""

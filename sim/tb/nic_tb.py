@@ -27,6 +27,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
+from supernic.driver.migration import configuration_registers, move_instance
 from supernic.driver.state import RegionState
 from supernic.hw.chain.spec import load_chain
 from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
@@ -45,11 +46,14 @@ MAX_REPORTED = 5
 UNOWNED_KEY = 3999
 
 
-def deployment_from(design):
-    """Tenants from the personalities the regions load at reset (see the module docstring)."""
+def deployment_from(design, spare=()):
+    """Tenants from the personalities the regions load at reset (see the module docstring);
+    the ``spare`` regions are left free."""
     chains, regions, keys = {}, {}, {}
     by_name = {}
     for r, personalities in enumerate(design["regions"]):
+        if r in spare:
+            continue
         first = personalities[0]
         if first["name"] not in by_name:
             t = len(by_name)
@@ -121,7 +125,8 @@ async def random_traffic(dut):
     n = _env("SNIC_PACKETS", 2000, int)
     rng = random.Random(seed)
     regmap = design["registers"]
-    deployment = deployment_from(design)
+    spare = {int(r) for r in _env("SNIC_SPARE_REGIONS", "").split(",") if r}
+    deployment = deployment_from(design, spare)
 
     await start_and_reset(dut)
     bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
@@ -150,6 +155,15 @@ async def random_traffic(dut):
     if yield_regions:
         cocotb.start_soon(suspend_and_restore(bus, design, run, yield_regions,
                                               len(inputs) // 6, rng, yields))
+    migrations = []
+    if _env("SNIC_MIGRATE", ""):
+        source, target = (int(r) for r in _env("SNIC_MIGRATE", "").split(":"))
+        tenant = next(t for t, rs in deployment.regions.items() if source in rs)
+        allowed[tenant].add(target)
+        migrations.append({"tenant": tenant, "source": source, "target": target,
+                           "spec": deployment.chains[tenant]})
+        cocotb.start_soon(migrate(bus, design, deployment, shape, migrations[0], run,
+                                  len(inputs) // 2, moves))
     await RisingEdge(dut.clk)
     now0 = int(dut.parser0.now.value)
     await run.run(max_cycles=60 * sum(len(f) for _, f in inputs) // shape.beat_bytes + 50_000)
@@ -172,8 +186,18 @@ async def random_traffic(dut):
             index_of[(port, k % 65536)] = i
     expected = {}        # input index -> (frame, meta, delivered)
     dispatched = set()
-    for r, records in run.dispatch.items():
-        for rec in records:
+    # A migrated instance runs the source's packets, then the target's (the commit holds the
+    # tenant until the source is empty): replay the source first, then move its model.
+    order = sorted(set(run.dispatch) | {m["source"] for m in migrations})
+    for m in migrations:
+        if m["target"] in order:
+            order.remove(m["target"])
+        order.insert(order.index(m["source"]) + 1, m["target"])
+    for r in order:
+        for m in migrations:
+            if r == m["target"]:
+                model.migrate(m["source"], m["target"], m["spec"])
+        for rec in run.dispatch.get(r, ()):
             i = index_of[(rec["port"], rec["seq"])]
             dispatched.add(i)
             meta, tenant = classified[i]
@@ -294,6 +318,8 @@ async def random_traffic(dut):
                  + total["nt_dropped"] + total["delivered"])
     if accounted != total["in"]:
         problems.append(f"packets unaccounted for: {total}")
+    if any("done_at_input" not in m for m in migrations):
+        problems.append(f"migration not completed: {migrations}")
     if yield_regions and len(yields) != len(yield_regions):
         problems.append(f"suspended {len(yields)} of regions {yield_regions}")
     if total["delivered"] != len(run.outputs):
@@ -306,6 +332,7 @@ async def random_traffic(dut):
         "cycles": run.cycles, "account": total, "tenants": per_tenant,
         "dispatched": {r: len(v) for r, v in run.dispatch.items()}, "moves": moves,
         "yields": yields,
+        "migrations": [{k: v for k, v in m.items() if k != "spec"} for m in migrations],
         "problems": problems[:MAX_REPORTED], "reports": reports,
     }
     _write_result(result)
@@ -338,6 +365,40 @@ async def suspend_and_restore(bus, design, run, regions, after, rng, report):
                 "region": r, "personality": name, "words": len(snapshot["words"]),
                 "stop_cycles": stopped_at - start, "stopped_cycles": run.cycles - stopped_at,
                 "restored_equal": again["words"] == snapshot["words"]})
+    finally:
+        run.holding -= 1
+        run.last_out = run.cycles
+
+
+async def migrate(bus, design, deployment, shape, migration, run, after, moves):
+    """Move a tenant's chain instance to a spare region with traffic flowing, as the control
+    plane does (``ControlPlane.migrate``): copy the source's NT configuration and region cost
+    to the target, then :func:`~supernic.driver.migration.move_instance` re-points the flow
+    buckets and moves the state. Starts once ``after`` packets went in and the region moves
+    are done (they share the scheduler's table staging registers)."""
+    clk, regmap, cfg = run.dut.clk, design["registers"], design["config"]
+    while (sum(len(a) for a in run.accept_cycles) < after
+           or any("done_at_input" not in m for m in moves)):
+        await RisingEdge(clk)
+    run.holding += 1        # the run must not end while a region is stopped
+    try:
+        source, target, tenant = (migration[k] for k in ("source", "target", "tenant"))
+        chain = deployment.chains[tenant].name
+        for block, reg in configuration_registers(design, source, chain):
+            await write_register(bus, regmap, block.replace(f"r{source}_", f"r{target}_", 1),
+                                 reg, await read_register(bus, regmap, block, reg))
+        await write_register(bus, regmap, "scheduler", f"r{target}_cost",
+                             await read_register(bus, regmap, "scheduler", f"r{source}_cost"))
+
+        async def repoint():
+            deployment.regions[tenant] = [target if r == source else r
+                                          for r in deployment.regions[tenant]]
+            await _write_tables(bus, regmap, shape, cfg, deployment, tenant, clk)
+        start = run.cycles
+        report = await move_instance(bus, design, source, target, repoint,
+                                     wait=lambda: ClockCycles(clk, 16))
+        migration.update(words=report["words"], cycles=run.cycles - start,
+                         done_at_input=sum(len(a) for a in run.accept_cycles))
     finally:
         run.holding -= 1
         run.last_out = run.cycles

@@ -9,6 +9,8 @@
     snic status [--socket PATH | --port N | --mmap FILE --regmap JSON] [--json]
     snic deploy SPEC --tenant T [--instances N] [--weight W] [--socket PATH | --port N]
     snic undeploy --tenant T [--socket PATH | --port N]
+    snic state suspend|resume|capture|restore|traps --region R    a region's chain state
+    snic migrate --tenant T --from R --to R2   move a chain instance and its state, live
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
 """
@@ -247,6 +249,18 @@ def cmd_undeploy(args):
     return code
 
 
+def cmd_migrate(args):
+    code, report = _control(args, lambda plane: plane.migrate(args.tenant, args.source,
+                                                              args.target))
+    if report is not None:
+        print(f"tenant {args.tenant}: {report['personality']} moved from region "
+              f"{report['source']} to region {report['target']} ({report['words']} state "
+              f"words) with traffic flowing")
+        for warning in report.get("warnings", ()):
+            print(f"snic: warning: {warning}", file=sys.stderr)
+    return code
+
+
 def cmd_state(args):
     """Suspend, resume, capture or restore a region's personality (state-yielding transform)."""
     import asyncio
@@ -397,6 +411,15 @@ def main(argv=None):
     p.add_argument("--out", type=Path, help="capture: write the snapshot here (JSON)")
     _control_arguments(p)
     p.set_defaults(func=cmd_state)
+
+    p = sub.add_parser("migrate", help="move a tenant's chain instance to a free region with "
+                                       "its state, traffic flowing (needs nic.yieldable)")
+    p.add_argument("--tenant", type=int, required=True, help="tenant id")
+    p.add_argument("--from", dest="source", type=int, required=True, help="region it runs in")
+    p.add_argument("--to", dest="target", type=int, required=True,
+                   help="a free region able to host its chain")
+    _control_arguments(p)
+    p.set_defaults(func=cmd_migrate)
 
     # `snic resources` hands its arguments to the tool as they are (it has its own parser).
     sub.add_parser("resources", add_help=False,

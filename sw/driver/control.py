@@ -580,6 +580,101 @@ class ControlPlane:
         await self._run(plan)
 
 
+    # --- migration ------------------------------------------------------------------------------
+    async def migrate(self, tenant, source, target):
+        """Move ``tenant``'s chain instance from region ``source`` to the free region
+        ``target`` with traffic flowing (both under the state-yielding transform): the
+        target gets the source's NT configuration (and the personality loaded, if need be),
+        then :func:`~supernic.driver.migration.move_instance` moves the flow buckets and the
+        state. Returns the move's report; the tenant's record lists ``target`` where it had
+        ``source``. Raises :class:`DeployRefused` before any write, :class:`DeployFailed`
+        after a failure (the buckets are pointed back at the source, both regions resumed)."""
+        with self._locked():
+            return await self._migrate(tenant, source, target)
+
+    def _check_migration(self, tenant, source, target):
+        record = self.deployed.get(tenant)
+        if record is None:
+            raise DeployRefused(f"tenant {tenant!r} is not deployed (deployed tenants: "
+                                f"{sorted(self.deployed) or 'none'})")
+        for name, r in (("source", source), ("target", target)):
+            if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < len(self.regions):
+                raise DeployRefused(f"{name} region must be an integer from 0 to "
+                                    f"{len(self.regions) - 1}, not {r!r}")
+        if source not in record.regions:
+            raise DeployRefused(f"tenant {tenant} ({record.chain}) does not run in region "
+                                f"{source}; its regions are {list(record.regions)}")
+        if target not in self.free_regions():
+            owner = next(t for t, rec in self.deployed.items() if target in rec.regions)
+            raise DeployRefused(f"region {target} is not free: tenant {owner} uses it "
+                                f"(free regions: {self.free_regions()})")
+        index = self._personality(target, record.chain)
+        if index is None:
+            raise DeployRefused(f"region {target} cannot host {record.chain!r}; the regions "
+                                f"can host: {self._hosts()}")
+        maps = self.description.get("state_maps") or {}
+        for r in (source, target):
+            if f"region{r}" not in maps:
+                raise DeployRefused(
+                    f"region {r} is not under the state-yielding transform, so its state "
+                    f"cannot move (nic.yieldable lists regions "
+                    f"{sorted(int(b[6:]) for b in maps) or 'none'})")
+        return record, index
+
+    async def _migrate(self, tenant, source, target):
+        from .migration import configuration_registers, move_instance
+        await self.refresh()
+        record, index = self._check_migration(tenant, source, target)
+        regions = tuple(target if r == source else r for r in record.regions)
+        plan = []
+        for (block, reg) in configuration_registers(self.description, source, record.chain):
+            plan.append(_Write(block.replace(f"r{source}_", f"r{target}_", 1), reg,
+                               await self.read(block, reg)))
+        if self.active[target] != index:
+            plan.append(_Load(target, index))
+        plan.append(_Write("scheduler", f"r{target}_cost",
+                           await self.read("scheduler", f"r{source}_cost")))
+        journal = {}
+        repointed = False
+
+        async def repoint():
+            nonlocal repointed
+            repointed = True
+            await self._run(self._table_writes(tenant, regions))
+        try:
+            await self._run(plan, journal)
+            report = await move_instance(self.bus, self.description, source, target, repoint,
+                                         wait=self.wait, timeout=self.timeout)
+        except Exception as e:  # noqa: BLE001: a bus, transport or state failure: undo
+            problems = []
+            if repointed:
+                try:
+                    await self._run(self._table_writes(tenant, record.regions))
+                except Exception as again:  # noqa: BLE001
+                    problems.append(f"pointing the flow buckets back: {again}")
+            for (block, reg), value in reversed(journal.items()):
+                try:
+                    await self._raw_write(block, reg, value)
+                except Exception as again:  # noqa: BLE001
+                    problems.append(f"restoring {block}.{reg}: {again}")
+            what = f"migration of tenant {tenant} from region {source} to {target} failed: {e}"
+            if problems:
+                raise DeployFailed(f"{what}; undo incomplete: {'; '.join(problems)}") from e
+            raise DeployFailed(f"{what}; the tenant runs in regions {list(record.regions)} "
+                               f"as before") from e
+        try:
+            await self._raw_write("scheduler", f"r{source}_cost",
+                                  self._reg("scheduler", f"r{source}_cost")["reset"])
+        except Exception as e:  # noqa: BLE001: the move is done; a deploy there sets the cost
+            report.setdefault("warnings", []).append(f"region {source}'s cost: {e}")
+        moved = TenantRecord(record.tenant, record.chain, record.source, regions, record.keys,
+                             record.weight, record.build_id)
+        after = dict(self.deployed)
+        after[tenant] = moved
+        self._save_records(after)
+        self.deployed = after
+        return report
+
 def _fixed_cost(cycles_per_beat):
     """A region cost register value: cycles a beat occupies the region, 8.8 fixed point."""
     try:

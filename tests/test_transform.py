@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from supernic.driver.state import service_traps
-from supernic.hw.nt.task import task_classes
+from supernic.hw.nt.task import model_class, task_class, task_classes
 from supernic.hw.transform import StateMap, TransformError, Yieldable, state_map_of
 from supernic.sim.session import run_bench, task_simulator
 
@@ -314,6 +314,24 @@ def test_nt_interrupted_equals_uninterrupted(kind, tmp_path):
     assert t["golden_missing"] == [], f"state the simulator could not name: {t['golden_missing']}"
     assert t["golden_compared"] == len(smap.items)
     assert t["scramble_mismatches"] == 0
+
+
+BRIDGED = [k for k in sorted(task_classes())
+           if model_class(task_class(k)).HW_COUNTERS is not None]
+
+
+@pytest.mark.parametrize("kind", BRIDGED)
+def test_nt_migrates_to_the_model_and_back(kind, tmp_path):
+    """Hardware state becomes model state and back (sim/tb/yield_tb.py ``model_round_trip``):
+    a third of the traffic on the hardware, a third on the model that took the hardware's
+    state over, a third on the hardware again after the model's state was written into it;
+    every packet, counter and table equals the reference model's."""
+    sim = task_simulator(kind, 64, BUILD_PARAMS_64.get(kind), yieldable=True)
+    r = run_bench(sim, "model_round_trip", {"SNIC_PACKETS": 300, "SNIC_SEED": 13},
+                  test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
+    assert not r["problems"] and not r["reports"], r
+    assert r["packets_out"] == 200 and r["software_packets"] == 100
+    assert r["round_trip_stable"]
 
 
 def test_driver_refuses_a_design_without_the_transform(tmp_path, capsys):

@@ -520,7 +520,8 @@ class RateLimiter(NetworkTask):
         # Elapsed cycles modulo 2**32: right across the timestamp's wrap.
         elapsed = Signal(32)
         m.d.comb += elapsed.eq(op[2].ts - last_rp.data)
-        s3_config, s3_elapsed = Signal(_config_layout()), Signal(32)
+        s3_config = Signal(_config_layout())
+        s3_elapsed = Signal(32)
         with m.If(en):
             m.d.sync += [s3_config.eq(config_rp.data), s3_elapsed.eq(elapsed)]
 
@@ -539,8 +540,10 @@ class RateLimiter(NetworkTask):
         # Differences precomputed a stage early: the token loop in stage 5 is then one add
         # per candidate and a mux.
         wide = signed(TOKEN_BITS + 3)
-        s5_refill, s5_burst = Signal(TOKEN_BITS + 1), Signal(TOKEN_BITS)
-        s5_refill_less_burst, s5_refill_less_length = Signal(wide), Signal(wide)
+        s5_refill = Signal(TOKEN_BITS + 1)
+        s5_burst = Signal(TOKEN_BITS)
+        s5_refill_less_burst = Signal(wide)
+        s5_refill_less_length = Signal(wide)
         s5_burst_less_length = Signal(wide)
         s5_action = Signal()
         with m.If(en):
@@ -557,7 +560,8 @@ class RateLimiter(NetworkTask):
         tokens_rp = tokens_mem.read_port(transparent_for=(tokens_wp,))
         m.d.comb += [tokens_rp.addr.eq(op[4].bucket), tokens_rp.en.eq(en)]
         tokens = tokens_rp.data
-        over_burst, sum_less_length = Signal(wide), Signal(wide)
+        over_burst = Signal(wide)
+        sum_less_length = Signal(wide)
         m.d.comb += [over_burst.eq(tokens + s5_refill_less_burst),
                      sum_less_length.eq(tokens + s5_refill_less_length)]
         conform = Signal()
@@ -574,7 +578,8 @@ class RateLimiter(NetworkTask):
             tokens_wp.data.eq(Mux(op[5].kind == _Op.INIT, s5_burst, new_tokens)),
             tokens_wp.en.eq(en & (op[5].kind != _Op.NONE)),
         ]
-        s6_conform, s6_action = Signal(), Signal()
+        s6_conform = Signal()
+        s6_action = Signal()
         with m.If(en):
             m.d.sync += [s6_conform.eq(conform), s6_action.eq(s5_action)]
 
@@ -611,10 +616,12 @@ class RateLimiter(NetworkTask):
 
         # --- stage 6 -> 7: the verdict on every beat, ECN marking -----------------------------
         b6 = beat[6]
-        verdict_drop, verdict_mark = Signal(), Signal()
+        verdict_drop = Signal()
+        verdict_mark = Signal()
         exceed = Signal()
         m.d.comb += exceed.eq((op[6].kind == _Op.PACKET) & ~s6_conform)
-        held_drop, held_mark = Signal(), Signal()
+        held_drop = Signal()
+        held_mark = Signal()
         m.d.comb += [
             verdict_drop.eq(Mux(first[6], exceed & (s6_action == Action.DROP), held_drop)),
             verdict_mark.eq(Mux(first[6], exceed & (s6_action == Action.MARK), held_mark)),
@@ -663,13 +670,16 @@ class RateLimiter(NetworkTask):
         m.d.comb += set_ce.eq(valid[6] & verdict_mark & (v4 | v6) & (beat_no == tos_beat)
                               & ((ecn == 1) | (ecn == 2)))    # ECT(1), ECT(0): RFC 3168 s5
         # At narrow widths the checksum passes beats after the ECN field: remember the change.
-        seen_ce, seen_old, seen_new = Signal(), Signal(16), Signal(16)
+        seen_ce = Signal()
+        seen_old = Signal(16)
+        seen_new = Signal(16)
         with m.If(en & valid[6]):
             with m.If(set_ce):
                 m.d.sync += [seen_ce.eq(1), seen_old.eq(tos_word), seen_new.eq(ce_word)]
             with m.If(b6.last):
                 m.d.sync += seen_ce.eq(0)
-        word_old, word_new = Signal(16), Signal(16)
+        word_old = Signal(16)
+        word_new = Signal(16)
         m.d.comb += [word_old.eq(Mux(set_ce, tos_word, seen_old)),
                      word_new.eq(Mux(set_ce, ce_word, seen_new))]
         new_csum = checksum_update(m, old_csum, [word_old], [word_new], name="ce_csum")

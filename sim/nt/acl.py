@@ -42,6 +42,17 @@ class AclModel(TaskModel):
         frames = exact_size_frames(rng, n, size)
         return AclConfig.random(rng, self.params, self._flows(frames[:50])), frames
 
+    # --- state moved from and to the hardware (hw/transform) -----------------------------------
+    HW_COUNTERS = {"packets": "csr__packets", "dropped": "csr__dropped",
+                   "skipped": "csr__skipped"}
+
+    def load_hw_tables(self, values):
+        self.hits = [values[f"hits{k}"] for k in range(self.params["rules"])]
+
+    def store_hw_tables(self, values):
+        for k, count in enumerate(self.hits):
+            values[f"hits{k}"] = count
+
     async def verify_hardware(self, access):
         problems = []
         for index, want in enumerate(self.hits):

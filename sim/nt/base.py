@@ -11,7 +11,7 @@ import copy
 
 from ..traffic import build, random_packets, random_spec
 
-__all__ = ["TaskModel", "SKIP_FLAGS", "skips", "exact_size_frames", "light_frames",
+__all__ = ["TaskModel", "StateBridgeError", "SKIP_FLAGS", "skips", "exact_size_frames", "light_frames",
            "LIGHT_MIX", "KEPT_FIELDS", "contract_differences"]
 
 #: Parse errors known on the first beat; a packet with one of them is passed unchanged.
@@ -114,3 +114,50 @@ class TaskModel:
     def counters(self):
         """Register name -> value the hardware must report."""
         return dict(self.stats)
+
+    # --- moving state between the hardware and the model (hw/transform) -------------------------
+    #: Counter name (of :attr:`stats`) -> the state-map item of the transformed NT holding it;
+    #: ``None``: the hardware ties that counter's register to 0. ``None`` for the whole map:
+    #: this NT's state cannot move to the model yet.
+    HW_COUNTERS = None
+
+    def load_hw_state(self, values):
+        """Take over the state of this NT's hardware, stopped at a packet boundary (its
+        pipeline empty): ``values`` is the state map's decode of a capture
+        (:meth:`~supernic.hw.transform.statemap.StateMap.decode`). The model, configured as
+        the hardware is, then goes on as the hardware would have: same outputs, counters and
+        tables."""
+        self._require_bridge()
+        for name, item in self.HW_COUNTERS.items():
+            self.stats[name] = 0 if item is None else values[item]
+        self.load_hw_tables(values)
+
+    def store_hw_state(self, values):
+        """The reverse of :meth:`load_hw_state`: write the model's counters and tables into
+        ``values`` (a decode of the stopped hardware's capture, whose other items, the empty
+        pipeline, stay as they are); :meth:`StateMap.encode` gives the words to restore."""
+        self._require_bridge()
+        for name, item in self.HW_COUNTERS.items():
+            if item is None:
+                if self.stats[name]:
+                    raise StateBridgeError(
+                        f"{type(self).__name__}: counter {name!r} is {self.stats[name]}, but "
+                        f"the hardware keeps no state for it (its register reads 0)")
+            else:
+                values[item] = self.stats[name]
+        self.store_hw_tables(values)
+
+    def load_hw_tables(self, values):
+        """Per NT: the tables and other state beyond the counters (none by default)."""
+
+    def store_hw_tables(self, values):
+        """Per NT: the reverse of :meth:`load_hw_tables`."""
+
+    def _require_bridge(self):
+        if self.HW_COUNTERS is None:
+            raise StateBridgeError(f"{type(self).__name__} has no mapping between the "
+                                   f"hardware's state map and the model's state yet")
+
+
+class StateBridgeError(ValueError):
+    """A state cannot move between an NT's hardware and its model."""

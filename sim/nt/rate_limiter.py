@@ -9,12 +9,12 @@ here by design: the refill composes exactly (see the hardware module docstring),
 """
 
 from ...hw.nt.rate_limiter import (
-    RATE_FRACTION_BITS, Action, Bucket, ClassKind, RateLimiterConfig, TrafficClass,
-    packet_bytes)
+    _COUNTERS, RATE_FRACTION_BITS, TOKEN_BITS, Action, Bucket, ClassKind, RateLimiter,
+    RateLimiterConfig, TrafficClass, _config_layout, _Op, _op_layout, packet_bytes)
 from ...hw.parser.meta import L3Kind
 from ..parser_model import ParserModel
 from ..traffic import random_packets
-from .base import TaskModel, exact_size_frames, skips
+from .base import StateBridgeError, TaskModel, exact_size_frames, skips
 from .checksum import checksum_update
 
 __all__ = ["RateLimiterModel", "mark_ce", "class_keys"]
@@ -51,6 +51,11 @@ def class_keys(meta):
     if meta["flow"]["dport"]:
         keys.append((ClassKind.DPORT, meta["flow"]["dport"]))
     return keys
+
+
+def _fields(layout, value):
+    """``{field: value}`` of a packed ``value`` of the Amaranth struct ``layout``."""
+    return {name: value >> f.offset & ((1 << f.width) - 1) for name, f in layout}
 
 
 class RateLimiterModel(TaskModel):
@@ -171,6 +176,67 @@ class RateLimiterModel(TaskModel):
                    for i, p in enumerate(p for p in ports if p)][:self.params["classes"]]
         buckets = [Bucket(rng.randrange(1, 2 ** 20), 3000, Action(i % 2)) for i in range(nb)]
         return RateLimiterConfig(buckets, classes, 0), frames
+
+    # --- state moved from and to the hardware (hw/transform) -----------------------------------
+    HW_COUNTERS = {"packets": "csr__packets", "dropped": "csr__dropped",
+                   "skipped": "csr__skipped"}
+
+    def load_hw_tables(self, values):
+        """A bucket is its tokens and the timestamp they are valid at, as in the hardware's
+        memories; the per-bucket counts are 64-bit fields of one row, in :data:`_COUNTERS`
+        order. At a packet boundary no packet operation is in the pipeline, but scrubs (and a
+        configuration's INIT) may be: a scrub in stages 3 to 5 has written its bucket's
+        ``last`` and not yet its tokens, so its refill (held in the stage registers) is
+        applied here, as stage 5 would have. The refill composes exactly, so a scrub changes
+        nothing the model can see."""
+        if values["init_pending"]:
+            raise StateBridgeError("a bucket configuration write is pending in the rate "
+                                   "limiter: capture again once bucket_busy reads 0")
+        for i in range(len(self.buckets)):
+            self.tokens[i] = values["tokens_mem"][i]
+            self.last[i] = values["last_mem"][i]
+            row = values["counters_mem"][i]
+            self.counts[i] = {name: row >> (64 * k) & (2 ** 64 - 1)
+                              for k, name in enumerate(_COUNTERS)}
+        self.now = values["now"] if values["now_valid"] else None
+        bb = RateLimiter._bucket_bits(self.params)
+        for k in range(1, 7):
+            op = _fields(_op_layout(bb), values[f"s{k}_op"])
+            b = op["bucket"]
+            if op["kind"] == _Op.PACKET:
+                raise StateBridgeError(f"a packet operation is in stage {k} of the rate "
+                                       f"limiter: stop it at a packet boundary")
+            if op["kind"] == _Op.INIT:          # the new configuration is in config_mem
+                burst = _fields(_config_layout(), values["config_mem"][b])["burst"]
+                self.tokens[b] = burst << RATE_FRACTION_BITS
+                self.last[b] = op["ts"]
+                self.counts[b] = dict.fromkeys(_COUNTERS, 0)
+            elif op["kind"] == _Op.SCRUB and 3 <= k <= 5:
+                if k == 5:
+                    refill, burst = values["s5_refill"], values["s5_burst"]
+                else:
+                    config = _fields(_config_layout(), values[f"s{k}_config"])
+                    product = (config["rate"] * values["s3_elapsed"] if k == 3
+                               else values["s4_product"])
+                    refill = min(product, 2 ** TOKEN_BITS)
+                    burst = config["burst"] << RATE_FRACTION_BITS
+                self.tokens[b] = min(burst, self.tokens[b] + refill)
+                self.last[b] = op["ts"]
+
+    def store_hw_tables(self, values):
+        """The model's buckets into the memories; the pipeline's operations (scrubs, which
+        the load applied) are cancelled, so none writes a bucket after the restore."""
+        for i in range(len(self.buckets)):
+            values["tokens_mem"][i] = self.tokens[i]
+            if self.last[i] is not None:        # else full: any time refills it to the burst
+                values["last_mem"][i] = self.last[i]
+            values["counters_mem"][i] = sum(self.counts[i][name] << (64 * k)
+                                            for k, name in enumerate(_COUNTERS))
+        values["now_valid"] = int(self.now is not None)
+        if self.now is not None:
+            values["now"] = self.now
+        for k in range(1, 7):
+            values[f"s{k}_op"] &= ~0b11         # kind (the layout's first field): NONE
 
     # --- state read-back ------------------------------------------------------------------------
 

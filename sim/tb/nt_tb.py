@@ -57,13 +57,13 @@ def input_beats(frame, meta, layout, width):
     return [(d, k, end, last if end else first) for d, k, end in beats]
 
 
-def model_traffic(model, frames, hbytes, width, rng, predropped):
+def model_traffic(model, frames, hbytes, width, rng, predropped, start_ts=None):
     """Input beats for ``frames`` (metadata from the parser model, an increasing ingress
-    timestamp, some packets already marked dropped) and a deque of ``(frame, model output)``
-    (``model`` processes them in order)."""
+    timestamp from ``start_ts`` or a random one, some packets already marked dropped) and a
+    deque of ``(frame, model output)`` (``model`` processes them in order)."""
     parser = ParserModel(hbytes)
     layout = meta_layout(hbytes)
-    ts = rng.randrange(2 ** 32)
+    ts = rng.randrange(2 ** 32) if start_ts is None else start_ts
     beats, expected = [], collections.deque()
     for frame in frames:
         meta = parser.parse(frame)

@@ -7,6 +7,16 @@ the running tenant's state, restore the other's (and rewrite its read-write conf
 registers, which live in the register file, not in the NT), resume. Each tenant's packets
 must equal its own model's (as if it ran alone), and so must its counters.
 
+``model_round_trip``: migration to the Python model and back. The traffic is split in three.
+The first third runs on the hardware; the NT is stopped at a packet boundary, captured, and a
+fresh model (configured the same) takes the capture over (``load_hw_state``): its counters must
+equal the reference model's, and its state must be stable (stored and loaded again, it stores
+the same words). The
+second third runs on that model alone, in software: every packet must equal the reference's.
+The model's state is then written into the hardware (``store_hw_state``), which resumes with the
+last third: its packets, counters and tables must equal the reference model's, which ran all
+three (the hardware never saw the second third).
+
 ``interrupted_traffic``: the NT test's random traffic (random and malformed frames, idle and
 backpressure; sim/tb/nt_tb.py) while, at random cycles, the NT is stopped (at once or at the
 next packet boundary, alternately), all its state is read through the state port, compared
@@ -30,7 +40,8 @@ from supernic.hw.parser.meta import meta_layout
 from supernic.hw.transform.statemap import StateMap
 from supernic.sim.bfm import StreamHarness, pattern
 from supernic.sim.tb.bench_env import design as _design, env as _env, write_result
-from supernic.sim.tb.nt_tb import _setup, check_random_traffic, model_traffic, packet_checker
+from supernic.sim.tb.nt_tb import (BlockAccess, _setup, check_random_traffic, model_traffic,
+                                   packet_checker)
 
 
 class StatePort:
@@ -170,6 +181,103 @@ async def interrupted_traffic(dut):
 
     await check_random_traffic(dut, during=interrupter,
                                slack=interrupts * (4 * len(addrs) + 1000))
+
+
+@cocotb.test()
+async def model_round_trip(dut):
+    design, bus, _ = await _setup(dut)
+    cfg, nt = design["config"], design["nt"]
+    width, hbytes = cfg["data_width"], cfg["header_bytes"]
+    regmap = design["registers"]
+    smap = StateMap.from_json(design["state_map"])
+    addrs = smap.addresses()
+    task, params = task_class(nt["kind"]), nt["params"]
+    seed = _env("SNIC_SEED", 1, int)
+    n = _env("SNIC_PACKETS", 300, int)
+    rng = random.Random(seed)
+    port = StatePort(dut)
+    layout = meta_layout(hbytes)
+
+    reference = model_class(task)(params, width, hbytes)
+    config, frames = reference.test_case(random.Random(seed ^ 0xC0F), n, 0.1)
+    reference.configure(config)
+    for reg, value in config.register_writes(params):
+        await write_register(bus, regmap, "nt", reg, value)
+    parts = [frames[:n // 3], frames[n // 3:2 * n // 3], frames[2 * n // 3:]]
+    ts = [rng.randrange(2 ** 32)]
+
+    def traffic(model, k):
+        """Part ``k`` as ``model`` sees it: the same metadata and timestamps for any model."""
+        beats, expected = model_traffic(model, parts[k], hbytes, width,
+                                        random.Random(seed * 7 + k), 0.02, start_ts=ts[k])
+        if len(ts) == k + 1:
+            ts.append(expected[-1][1][1]["ts"] if expected else ts[k])
+        return beats, expected
+
+    harness = StreamHarness(dut, width)
+    stats, reports = collections.Counter(), []
+
+    async def on_hardware(k):
+        beats, expected = traffic(reference, k)
+        await harness.run(beats, len(parts[k]), pattern("random", rng), pattern("random", rng),
+                          max_cycles=40 * len(beats) + 20_000,
+                          on_packet=packet_checker(expected, layout, stats, reports))
+
+    await on_hardware(0)
+    await port.stop_now(at_boundary=True)
+    captured = await port.read_words(addrs)
+    migrated = model_class(task)(params, width, hbytes)
+    migrated.configure(config)
+    migrated.load_hw_state(smap.decode(captured))
+    problems = []
+    if migrated.counters() != reference.counters():
+        problems.append(f"counters after the first third: model from the hardware "
+                        f"{migrated.counters()}, reference {reference.counters()}")
+    # Stored and loaded again, the state must not move: a second model loaded from what the
+    # first stores, stores the same words.
+    def stored(model):
+        values = smap.decode(captured)
+        model.store_hw_state(values)
+        return smap.encode(values)
+    again = model_class(task)(params, width, hbytes)
+    again.configure(config)
+    again.load_hw_state(smap.decode(stored(migrated)))
+    stable = stored(again) == stored(migrated)
+    if not stable:
+        problems.append("the state moves when stored into the hardware and loaded again")
+
+    # The second third in software, on the migrated model.
+    _, want = traffic(reference, 1)
+    _, got = traffic(migrated, 1)
+    software_mismatches = sum(a != b for a, b in zip(got, want))
+    if software_mismatches:
+        problems.append(f"{software_mismatches} of {len(want)} packets differ between the "
+                        f"migrated model and the reference")
+    if migrated.counters() != reference.counters():
+        problems.append(f"counters after the second third: migrated {migrated.counters()}, "
+                        f"reference {reference.counters()}")
+
+    # Back into the hardware, then the last third.
+    values = smap.decode(captured)
+    migrated.store_hw_state(values)
+    await port.write_words(addrs, smap.encode(values))
+    await port.resume()
+    await on_hardware(2)
+    await ClockCycles(dut.clk, 8)
+    want_counters = reference.counters()
+    hw_counters = {name: await read_register(bus, regmap, "nt", name) for name in want_counters}
+    if hw_counters != want_counters:
+        problems.append(f"counters at the end: hw {hw_counters}, reference {want_counters}")
+    if hasattr(reference, "verify_hardware"):
+        problems += await reference.verify_hardware(BlockAccess(bus, regmap))
+    result = {"kind": nt["kind"], "state_words": len(addrs), "parts": [len(p) for p in parts],
+              "packets_out": stats["packets"], "software_packets": len(want),
+              "round_trip_stable": stable, "counters": hw_counters,
+              "problems": problems[:5], "reports": reports}
+    write_result(result)
+    assert not reports, "\n".join(reports)
+    assert stats["packets"] == len(parts[0]) + len(parts[2])
+    assert not problems, "\n".join(problems[:5])
 
 
 @cocotb.test()

@@ -50,6 +50,33 @@ class ChainModel:
                 frame, meta = self.models[stage.name].process(frame, meta)
         return frame, meta
 
+    # --- state moved from and to the hardware (hw/transform) -----------------------------------
+    #: Where a node's state sits in a chain personality's state map: ``graph.<node>.<item>``.
+    NODE_PREFIX = "graph.{}."
+
+    def load_hw_state(self, values):
+        """Every NT model takes over its node's state from ``values``, the state map's decode
+        of a chain personality stopped at a packet boundary (see
+        :meth:`~supernic.sim.nt.base.TaskModel.load_hw_state`)."""
+        for name, model in self.models.items():
+            model.load_hw_state(self._node_values(values, name))
+
+    def store_hw_state(self, values):
+        """The reverse: every NT model's state into ``values`` (changed in place)."""
+        for name, model in self.models.items():
+            prefix = self.NODE_PREFIX.format(name)
+            mine = self._node_values(values, name)
+            model.store_hw_state(mine)
+            for item, value in mine.items():
+                values[prefix + item] = value
+
+    def _node_values(self, values, name):
+        prefix = self.NODE_PREFIX.format(name)
+        mine = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+        if not mine:
+            raise KeyError(f"the state map has no items of node {name!r} ({prefix}...)")
+        return mine
+
     def deliver(self, frame, meta):
         """The egress: ``True`` if the packet leaves, else it is counted as dropped."""
         if meta["drop"]:

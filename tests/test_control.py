@@ -545,12 +545,33 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         assert snic(["deploy", str(CHAINS / "metered.toml"), "--tenant", "2",
                      "--socket", str(sock)]) == 0
         capsys.readouterr()
+        # Region 3's state: an idle chain whose rate limiter counted 42 packets.
+        smap = StateMap.from_json(nic_description["state_maps"]["region3"]["metered"])
+        values = smap.decode([0] * smap.words)
+        values["graph.policer.csr__packets"] = 42
+        nic.states[(3, "metered")] = dict(zip(smap.addresses(), smap.encode(values)))
         assert snic(["migrate", "--tenant", "2", "--from", "3", "--to", "5",
                      "--socket", str(sock)]) == 0
         assert capsys.readouterr().out.strip() == (
             "tenant 2: metered moved from region 3 to region 5 (606 state words) with traffic "
             "flowing")
         assert nic.tables[2] == [5] * 16
+        # To the Python model and back (the region suspended first).
+        moved = dict(nic.states[(5, "metered")])
+        assert snic(["state", "suspend", "--region", "5", "--socket", str(sock)]) == 0
+        model_file = short / "metered.pkl"
+        assert snic(["state", "to-model", "--region", "5", "--out", str(model_file),
+                     "--socket", str(sock)]) == 0
+        out = capsys.readouterr().out
+        assert "region 5: metered in the Python model" in out and "packets 42" in out
+        assert snic(["state", "from-model", str(model_file), "--region", "5",
+                     "--socket", str(sock)]) == 0
+        assert "state loaded from the model" in capsys.readouterr().out
+        assert nic.states[(5, "metered")] == moved
+        assert snic(["state", "resume", "--region", "5", "--socket", str(sock)]) == 0
+        fails(["state", "to-model", "--region", "5"], "to-model needs --out FILE")
+        fails(["state", "from-model", str(short / "none.pkl"), "--region", "5"],
+              "cannot read model file")
         fails(["migrate", "--tenant", "1", "--from", "0", "--to", "2"],
               "region 2 cannot host 'web'")
         assert snic(["undeploy", "--tenant", "2", "--socket", str(sock)]) == 0

@@ -38,31 +38,35 @@ def test_nic_matches_model(nic_sim, policy, tmp_path):
 
 
 def test_nic_scale_out_yield_and_migrate_under_traffic(nic_sim, tmp_path):
-    """With traffic flowing, through the driver, three things happen to a running NIC:
+    """With traffic flowing, through the driver, three things happen to a running NIC, one
+    after another:
 
-    * a sixth of the way in, the metered region's chain (rate limiter and VLAN pop, under the
-      state-yielding transform) is suspended at a packet boundary; its state is captured,
-      scrambled, restored and read back equal; it resumes;
+    * a sixth of the way in, the metered instance migrates live from region 3 to the spare
+      region 5 (sw/driver/migration.py): the target gets the configuration, the buckets move
+      and commit, the state moves; the model's instance moves with it;
     * a third of the way in, a region moves from one tenant to another: re-point and commit
       the first tenant's flow buckets, load the other chain into the region (drain,
       reconfiguration time), add it to the second tenant's buckets;
-    * half way in, the metered instance migrates live from region 3 to the spare region 5
-      (sw/driver/migration.py): the target gets the configuration, the buckets move and
-      commit, the state moves; the model's instance moves with it.
+    * half way in, the migrated metered chain (rate limiter and VLAN pop, under the
+      state-yielding transform) is suspended at a packet boundary; its state is captured,
+      scrambled, restored and read back equal; it moves to the chain's Python model (whose
+      counters read as the NTs' registers) and back into the hardware; it resumes.
 
     Nothing is lost or reordered; outputs and every counter (both metered regions' NTs too)
     match the model."""
     result = run_bench(nic_sim, "random_traffic", {
         "SNIC_SEED": 31, "SNIC_PACKETS": 2000, "SNIC_POLICY": "drf", "SNIC_RECONFIGURE": 1,
-        "SNIC_YIELD_REGIONS": "3", "SNIC_SPARE_REGIONS": "5", "SNIC_MIGRATE": "3:5",
+        "SNIC_YIELD_REGIONS": "5", "SNIC_SPARE_REGIONS": "5", "SNIC_MIGRATE": "3:5",
     }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
-    assert [y["region"] for y in result["yields"]] == [3]
-    assert all(y["restored_equal"] and y["words"] > 100 for y in result["yields"]), result["yields"]
+    assert [y["region"] for y in result["yields"]] == [5]
+    assert all(y["restored_equal"] and y["words"] > 100 and y["model_counters"] == "equal"
+               for y in result["yields"]), result["yields"]
     (move,) = result["moves"]
     assert "done_at_input" in move and move["done_at_input"] < result["packets_in"]
     assert result["dispatched"][str(move["region"])] > 0
     (migration,) = result["migrations"]
-    assert migration["done_at_input"] < result["packets_in"] and migration["words"] > 100
+    assert migration["done_at_input"] < result["packets_in"] and migration["words"] > 100, \
+        result["migrations"]
     # Both regions ran the metered tenant's packets: before and after the move.
     assert result["dispatched"]["3"] > 0 and result["dispatched"]["5"] > 0

@@ -388,7 +388,9 @@ class ChaCha20Task(NetworkTask):
                 m.d.sync += out_word.eq(0)
 
         # --- counters, at the output handshake ------------------------------------------------
-        packets, dropped, skipped = Signal(64), Signal(64), Signal(64)
+        packets = Signal(64)
+        dropped = Signal(64)
+        skipped = Signal(64)
         with m.If(self.o.valid & self.o.ready & self.o.p.last):
             m.d.sync += packets.eq(packets + 1)
             with m.If(out_drop):

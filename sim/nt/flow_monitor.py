@@ -1,16 +1,19 @@
 """Model of the flow monitor (hw/nt/flow_monitor.py): a dict of buckets and a list of sketch
 rows, updated packet by packet in order, as plainly as the rules read."""
 
-from ...hw.nt.flow_monitor import FlowMonitorConfig, sketch_column, sketch_input, sketch_matrix
+from ...hw.nt.flow_monitor import (FlowMonitorConfig, entry_layout, sketch_column, sketch_input,
+                                   sketch_matrix)
 from ...hw.parser.meta import TOEPLITZ_KEY, L3Kind
 from ..toeplitz import flow_hash_input, toeplitz
 from ..traffic import random_packets
-from .base import TaskModel, exact_size_frames
-from .base import light_frames
+from .base import StateBridgeError, TaskModel, exact_size_frames, light_frames, pack, unpack
 
 __all__ = ["FlowMonitorModel", "flow_key", "query_hash"]
 
 _MASK64 = (1 << 64) - 1
+#: A table row (hw entry_layout): the valid bit, the flow key, the packet and byte counters.
+_ENTRY = entry_layout()
+_KEY_FIELDS = ("src_ip", "dst_ip", "sport", "dport", "proto", "ipv6")   # flow_key's order
 
 
 def flow_key(flow):
@@ -70,6 +73,56 @@ class FlowMonitorModel(TaskModel):
 
     def counters(self):
         return {**self.stats, "collisions": self.collisions}
+
+    # --- moving state between the hardware and the model (hw/transform) -------------------------
+    HW_COUNTERS = {"packets": "csr__packets", "dropped": None, "skipped": "csr__skipped"}
+
+    def load_hw_tables(self, values):
+        """The table memory (one row a bucket), the sketch memories (one a row) and
+        ``collisions``. At a packet boundary no event is in the E0/E1 pipeline: an event enters
+        E0 with its packet's last beat into the output register, and the stop waits for that
+        beat to leave, by when the event has been written (E1 is checked; E0's registers are
+        unnamed). The bypass registers only repeat a write already in the memories. A clear
+        under way is completed here: its sweep ends with everything zero."""
+        if values["e1_valid"]:
+            raise StateBridgeError("flow_monitor: a flow event is in flight (e1_valid): stop "
+                                   "it at a packet boundary")
+        self.clear()
+        if values["clearing"]:
+            return
+        self.collisions = values["csr__collisions"]
+        for bucket, row in enumerate(values["table"]):
+            entry = unpack(_ENTRY, row)
+            if entry["valid"]:
+                flow = unpack(_ENTRY["key"].shape, entry["key"])
+                self.table[bucket] = [tuple(flow[f] for f in _KEY_FIELDS), entry["packets"],
+                                      entry["bytes"]]
+                # The flows verify_hardware queries: the hardware keeps no list of the flows
+                # it saw, so those the table holds (their flow hash is the parser's, recomputed).
+                self.queries.add((query_hash(flow), flow["proto"]))
+        for r, row in enumerate(self.sketch):
+            row[:] = values[f"sketch{r}"]
+
+    def store_hw_tables(self, values):
+        """The reverse; a clear the load completed is cancelled, and so are the bypass
+        registers, which would stand for the memories' old contents."""
+        values["clearing"] = 0
+        values["csr__collisions"] = self.collisions
+        key_shape = _ENTRY["key"].shape
+        rows = []
+        for bucket in range(self.params["entries"]):
+            entry = self.table.get(bucket)
+            if entry is None:
+                rows.append(0)
+                continue
+            key, packets, nbytes = entry
+            rows.append(pack(_ENTRY, {"valid": 1, "packets": packets, "bytes": nbytes,
+                                       "key": pack(key_shape, dict(zip(_KEY_FIELDS, key)))}))
+        values["table"] = rows
+        values["bypass_valid"] = 0
+        for r, row in enumerate(self.sketch):
+            values[f"sketch{r}"] = list(row)
+            values[f"sk{r}_bypass_valid"] = 0
 
     def test_case(self, rng, n, malformed):
         # 64 flow identities over every packet kind give a few hundred distinct 5-tuples:

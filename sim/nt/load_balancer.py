@@ -11,7 +11,7 @@ import random
 from ...hw.nt.load_balancer import LoadBalancerConfig
 from ...hw.parser.meta import L3Kind, L4Kind
 from ..parser_model import ParserModel
-from .base import TaskModel, exact_size_frames, light_frames, skips
+from .base import StateBridgeError, TaskModel, exact_size_frames, light_frames, skips
 from .checksum import checksum_update, udp_checksum_update
 
 __all__ = ["LoadBalancerModel", "rewrite_destination", "strip_udp_checksum", "balanced_layer",
@@ -153,6 +153,29 @@ class LoadBalancerModel(TaskModel):
         frames = exact_size_frames(rng, n, size, kinds=("ipv4_udp", "ipv4_tcp", "vxlan"),
                                    vxlan_checksum=True)
         return config, self.aim(random.Random(size), frames, 1.0)
+
+    # --- moving state between the hardware and the model ---------------------------------
+
+    # hw/nt/load_balancer.py ties ``dropped`` to 0: the LB never drops.
+    HW_COUNTERS = {"packets": "csr__packets", "dropped": None, "skipped": "csr__skipped"}
+
+    def load_hw_tables(self, values):
+        """Beyond the counters the LB keeps only configuration: the lookup ``table`` and the
+        ``backends`` memories, which the model has from ``configure`` (as acl.py its rules);
+        they are checked to be that configuration. At a packet boundary the pipeline is
+        empty: no packet holds a backend it read before the stop."""
+        for slot, (got, want) in enumerate(zip(values["table"], self.table)):
+            if got != want:
+                raise StateBridgeError(
+                    f"LB table slot {slot} holds backend {got} in the hardware but {want} in "
+                    f"the model's configuration: configure the model as the hardware")
+        for index, b in enumerate(self.config.backends):
+            got = values["backends"][index]
+            if got != b.ip << 16 | b.port:
+                raise StateBridgeError(
+                    f"LB backend {index} is {got:#014x} in the hardware but "
+                    f"{b.ip << 16 | b.port:#014x} in the model's configuration: configure the "
+                    f"model as the hardware")
 
     async def verify_hardware(self, access):
         """The backend slots and the whole lookup table, read back."""

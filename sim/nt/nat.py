@@ -7,11 +7,11 @@ tests check the results against scapy's full recomputation.
 
 import random
 
-from ...hw.nt.nat import NAT_TABLES, PROTO_TCP, PROTO_UDP, NatConfig
+from ...hw.nt.nat import NAT_TABLES, PROTO_TCP, PROTO_UDP, NatConfig, NatEntry, _entry_layout
 from ...hw.parser.meta import L3Kind, L4Kind
 from ..parser_model import ParserModel
 from ..traffic import random_packets
-from .base import TaskModel, exact_size_frames
+from .base import StateBridgeError, TaskModel, exact_size_frames, unpack
 from .checksum import checksum_update, udp_checksum_update
 
 __all__ = ["NatModel", "TEST_SIZES", "draw_frames"]
@@ -34,6 +34,17 @@ def draw_frames(rng, n, malformed, sizes=TEST_SIZES, **kw):
                                                 malformed, **kw)]
     rng.shuffle(frames)
     return frames
+
+
+def _slot_entry(slot):
+    """The :class:`NatEntry` a hardware slot (its fields) matches and rewrites as, or ``None``
+    for an invalid one; fields its flags leave unused are ignored (hw/nt/nat.py stage 1)."""
+    if not slot["valid"]:
+        return None
+    return NatEntry(slot["addr"], slot["new_addr"],
+                    slot["proto"] if slot["match_proto"] else None,
+                    slot["port"] if slot["match_port"] else None,
+                    slot["new_port"] if slot["rewrite_port"] else None)
 
 
 class NatModel(TaskModel):
@@ -162,6 +173,36 @@ class NatModel(TaskModel):
 
     def counters(self):
         return dict(self.stats)
+
+    # --- moving state between the hardware and the model ---------------------------------
+
+    # hw/nt/nat.py never drives ``dropped`` (the NAT does not drop): its register reads 0.
+    HW_COUNTERS = {"packets": "csr__packets", "dropped": None, "skipped": "csr__skipped",
+                   "snat_hits": "csr__snat_hits", "dnat_hits": "csr__dnat_hits",
+                   "misses": "csr__misses"}
+
+    def load_hw_tables(self, values):
+        """The per-slot hit counters (``snat_hits{k}``/``dnat_hits{k}`` flip-flops). They count
+        in stage 1 and the packet counters at the output, but at a packet boundary the
+        pipeline is empty, so the two agree. The slots themselves (``snat{k}``/``dnat{k}``)
+        are configuration, which the model takes from ``configure`` (as acl.py does its
+        rules); they are checked to be that configuration."""
+        for t in NAT_TABLES:
+            entries = getattr(self.config, t)
+            for k in range(self.params[f"{t}_entries"]):
+                slot = unpack(_entry_layout(), values[f"{t}{k}"])
+                entry = entries[k] if k < len(entries) else None
+                if _slot_entry(slot) != entry:
+                    raise StateBridgeError(
+                        f"NAT {t}[{k}] holds {_slot_entry(slot)} in the hardware but {entry} "
+                        f"in the model's configuration: configure the model as the hardware")
+        self.hits = {t: [values[f"{t}_hits{k}"] for k in range(self.params[f"{t}_entries"])]
+                     for t in NAT_TABLES}
+
+    def store_hw_tables(self, values):
+        for t in NAT_TABLES:
+            for k, count in enumerate(self.hits[t]):
+                values[f"{t}_hits{k}"] = count
 
     async def verify_hardware(self, access):
         problems = []

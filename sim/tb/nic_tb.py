@@ -140,21 +140,12 @@ async def random_traffic(dut):
     per_port = [[(i, f) for i, (p, f) in enumerate(inputs) if p == port]
                 for port in range(shape.ports)]
     run = NicRun(dut, shape, per_port, rng)
-    # Regions each tenant may use over the run: a reconfiguration moves one.
+    # Control-plane operations while traffic flows, one after another (they share the bus
+    # and the scheduler's table staging registers): a live migration a sixth of the way in, a
+    # region move a third of the way in, suspensions half way in (each waits for its point
+    # and for the one before). Regions each tenant may use over the run grow with them.
     allowed = {t: set(rs) for t, rs in deployment.regions.items()}
-    moves = []
-    if _env("SNIC_RECONFIGURE", 0, int):
-        move = reconfiguration(design, deployment)
-        if move is not None:
-            allowed[move["to_tenant"]].add(move["region"])
-            moves.append(move)
-            cocotb.start_soon(reconfigure(bus, regmap, design, deployment, shape, move, run,
-                                          len(inputs) // 3, rng))
-    yields = []
-    yield_regions = [int(r) for r in _env("SNIC_YIELD_REGIONS", "").split(",") if r]
-    if yield_regions:
-        cocotb.start_soon(suspend_and_restore(bus, design, run, yield_regions,
-                                              len(inputs) // 6, rng, yields))
+    steps = []
     migrations = []
     if _env("SNIC_MIGRATE", ""):
         source, target = (int(r) for r in _env("SNIC_MIGRATE", "").split(":"))
@@ -162,8 +153,32 @@ async def random_traffic(dut):
         allowed[tenant].add(target)
         migrations.append({"tenant": tenant, "source": source, "target": target,
                            "spec": deployment.chains[tenant]})
-        cocotb.start_soon(migrate(bus, design, deployment, shape, migrations[0], run,
-                                  len(inputs) // 2, moves))
+        steps.append(lambda: migrate(bus, design, deployment, shape, migrations[0], run,
+                                     len(inputs) // 6))
+    moves = []
+    if _env("SNIC_RECONFIGURE", 0, int):
+        move = reconfiguration(design, deployment)
+        if move is not None:
+            allowed[move["to_tenant"]].add(move["region"])
+            moves.append(move)
+            steps.append(lambda: reconfigure(bus, regmap, design, deployment, shape, move, run,
+                                             len(inputs) // 3, rng))
+    yields = []
+    yield_regions = [int(r) for r in _env("SNIC_YIELD_REGIONS", "").split(",") if r]
+    if yield_regions:
+        steps.append(lambda: suspend_and_restore(bus, design, run, yield_regions,
+                                                 len(inputs) // 2, rng, yields))
+
+    async def one_after_another():
+        run.holding += 1        # the run must not end before the last step
+        try:
+            for step in steps:
+                await step()
+        finally:
+            run.holding -= 1
+            run.last_out = run.cycles
+    if steps:
+        cocotb.start_soon(one_after_another())
     await RisingEdge(dut.clk)
     now0 = int(dut.parser0.now.value)
     await run.run(max_cycles=60 * sum(len(f) for _, f in inputs) // shape.beat_bytes + 50_000)
@@ -343,7 +358,8 @@ async def random_traffic(dut):
 async def suspend_and_restore(bus, design, run, regions, after, rng, report):
     """With traffic flowing, through the driver (sw/driver/state.py): suspend each region's
     personality at a packet boundary, capture its state, overwrite it with random words,
-    restore the capture, check it reads back equal, and resume. The run's output must still
+    restore the capture, check it reads back equal, migrate it to the chain's Python model
+    (whose counters must equal the NTs' registers) and back, and resume. The run's output must still
     equal the model's: any state lost or restored wrong shows there."""
     clk = run.dut.clk
     while sum(len(a) for a in run.accept_cycles) < after:
@@ -360,25 +376,38 @@ async def suspend_and_restore(bus, design, run, regions, after, rng, report):
             await region.restore({**snapshot, "words": junk})
             await region.restore(snapshot)
             again = await region.capture()
+            # To the chain's Python model and back: the model must report what the NTs'
+            # registers read now, and the hardware runs on from the model's state (the run's
+            # output and counters are checked against the NIC model).
+            model, snapshot = await region.to_model()
+            differences = {}
+            for node, nt_model in model.models.items():
+                block = f"r{r}_{name}_{node}"
+                want = nt_model.counters()
+                got = {k: await read_register(bus, design["registers"], block, k)
+                       for k in want}
+                if got != want:
+                    differences[block] = {"hw": got, "model": want}
+            await region.from_model(model, snapshot)
             await region.resume()
             report.append({
                 "region": r, "personality": name, "words": len(snapshot["words"]),
                 "stop_cycles": stopped_at - start, "stopped_cycles": run.cycles - stopped_at,
-                "restored_equal": again["words"] == snapshot["words"]})
+                "restored_equal": again["words"] == snapshot["words"],
+                "done_at_input": sum(len(a) for a in run.accept_cycles),
+                "model_counters": differences or "equal"})
     finally:
         run.holding -= 1
         run.last_out = run.cycles
 
 
-async def migrate(bus, design, deployment, shape, migration, run, after, moves):
+async def migrate(bus, design, deployment, shape, migration, run, after):
     """Move a tenant's chain instance to a spare region with traffic flowing, as the control
     plane does (``ControlPlane.migrate``): copy the source's NT configuration and region cost
     to the target, then :func:`~supernic.driver.migration.move_instance` re-points the flow
-    buckets and moves the state. Starts once ``after`` packets went in and the region moves
-    are done (they share the scheduler's table staging registers)."""
+    buckets and moves the state. Starts once ``after`` packets went in."""
     clk, regmap, cfg = run.dut.clk, design["registers"], design["config"]
-    while (sum(len(a) for a in run.accept_cycles) < after
-           or any("done_at_input" not in m for m in moves)):
+    while sum(len(a) for a in run.accept_cycles) < after:
         await RisingEdge(clk)
     run.holding += 1        # the run must not end while a region is stopped
     try:

@@ -9,7 +9,8 @@
     snic status [--socket PATH | --port N | --mmap FILE --regmap JSON] [--json]
     snic deploy SPEC --tenant T [--instances N] [--weight W] [--socket PATH | --port N]
     snic undeploy --tenant T [--socket PATH | --port N]
-    snic state suspend|resume|capture|restore|traps --region R    a region's chain state
+    snic state suspend|resume|capture|restore|traps|to-model|from-model --region R
+                                              a region's chain state, or its Python model
     snic migrate --tenant T --from R --to R2   move a chain instance and its state, live
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
@@ -278,6 +279,22 @@ def cmd_state(args):
         except (OSError, ValueError) as e:
             _error(f"cannot read snapshot {args.file}: {e}")
             return 2
+    if args.action == "to-model" and args.out is None:
+        _error("to-model needs --out FILE (the chain's Python model, pickled)")
+        return 2
+    if args.action == "from-model":
+        if args.file is None:
+            _error("from-model needs the file to-model wrote")
+            return 2
+        import pickle
+        try:
+            # A pickle runs code when loaded: only load files you wrote (snic state to-model).
+            with open(args.file, "rb") as f:
+                saved = pickle.load(f)
+            snapshot = saved["snapshot"]
+        except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError) as e:
+            _error(f"cannot read model file {args.file}: {e}")
+            return 2
 
     async def session():
         client = await DeviceClient.connect(args.socket, args.port)
@@ -293,11 +310,16 @@ def cmd_state(args):
                 return await region.capture()
             if args.action == "traps":
                 return await region.service_traps()
+            if args.action == "to-model":
+                return await region.to_model()
+            if args.action == "from-model":
+                return await region.from_model(saved["model"], snapshot)
             return await region.restore(snapshot)
 
+    from ..sim.nt.base import StateBridgeError
     try:
         result = asyncio.run(session())
-    except (StateError, DeviceUnavailable) as e:
+    except (StateError, StateBridgeError, DeviceUnavailable) as e:
         _error(e)
         return 2
     except (DeviceError, RegisterAccessError) as e:
@@ -311,6 +333,22 @@ def cmd_state(args):
     elif args.action == "traps":
         for message in result:
             print(message, end="" if message.endswith("\n") else "\n")
+    elif args.action == "to-model":
+        import pickle
+        from rich.table import Table
+        model, snap = result
+        with open(args.out, "wb") as f:
+            pickle.dump({"model": model, "snapshot": snap}, f)
+        table = Table(title=f"region {args.region}: {snap['personality']} in the Python model "
+                            f"({args.out})")
+        table.add_column("node")
+        table.add_column("counters")
+        for node, nt_model in model.models.items():
+            table.add_row(node, ", ".join(f"{k} {v}" for k, v in nt_model.counters().items()))
+        _console().print(table)
+    elif args.action == "from-model":
+        print(f"region {args.region}: {snapshot['personality']} state loaded from the model in "
+              f"{args.file}")
     elif args.action == "capture":
         text = json.dumps(result, indent=1)
         if args.out is not None:
@@ -402,13 +440,18 @@ def main(argv=None):
 
     p = sub.add_parser("state", help="suspend, resume, capture or restore a region's chain, "
                                      "or serve its Print traps (needs nic.yieldable)")
-    p.add_argument("action", choices=("suspend", "resume", "capture", "restore", "traps"),
-                   help="traps: print the messages of Prints that trapped, and run on")
-    p.add_argument("file", nargs="?", help="restore: the snapshot file capture wrote")
+    p.add_argument("action", choices=("suspend", "resume", "capture", "restore", "traps",
+                                      "to-model", "from-model"),
+                   help="traps: print the messages of Prints that trapped, and run on; "
+                        "to-model: the chain's Python model holding the state (pickled to "
+                        "--out); from-model: load such a model's state back")
+    p.add_argument("file", nargs="?", help="restore: the snapshot file capture wrote; "
+                                           "from-model: the file to-model wrote")
     p.add_argument("--region", type=int, required=True, help="region index")
     p.add_argument("--now", action="store_true",
                    help="suspend: stop at once, not at the next packet boundary")
-    p.add_argument("--out", type=Path, help="capture: write the snapshot here (JSON)")
+    p.add_argument("--out", type=Path, help="capture: write the snapshot here (JSON); "
+                                            "to-model: write the model here (pickle)")
     _control_arguments(p)
     p.set_defaults(func=cmd_state)
 

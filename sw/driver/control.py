@@ -2,6 +2,7 @@
 
     plane = ControlPlane(bus, description, state_path=..., wait=...)
     record = await plane.deploy("chains/web.toml", tenant=0, instances=2, weight=1)
+    await plane.migrate(0, source=1, target=3)      # live, with its state (nic.yieldable)
     await plane.undeploy(0)
 
 ``description`` is the design JSON (:func:`supernic.hw.generate.design_description`, which the

@@ -8,6 +8,9 @@ built with ``nic.yieldable = true`` (hw/transform; the ``state_*`` registers of 
     await region.restore(snapshot)              # here or in another region with the chain
     await region.resume()
 
+    model, snapshot = await region.to_model()   # the chain's Python model, holding the state
+    await region.from_model(model, snapshot)    # and back, after the model ran packets
+
 The same code runs over any :class:`~supernic.driver.transport.RegisterBus`: the virtual
 device, a cocotb simulation, or a board. A snapshot is plain JSON: the personality, the build
 it came from, the raw words and, by the state map's names, the values (flip-flops, read-port
@@ -40,7 +43,10 @@ class RegionState:
         self.bus, self.regmap, self.block = bus, description["registers"], block
         self.region = region
         self.build_id = description.get("build_id")
-        self.names = [p["name"] for p in description["regions"][region]]
+        self.personalities = description["regions"][region]
+        self.names = [p["name"] for p in self.personalities]
+        cfg = description.get("config", {})
+        self.data_width, self.header_bytes = cfg.get("data_width"), cfg.get("header_bytes")
         self.maps = {name: StateMap.from_json(raw) for name, raw in maps[block].items()}
         self.wait = wait or (lambda: asyncio.sleep(0.001))
         self.timeout = timeout
@@ -129,6 +135,41 @@ class RegionState:
             await self._write("state_addr", addr)
             await self._write("state_wdata", word)
             await self._write("state_write", 1)
+
+
+    def _chain_model(self, name, spec=None):
+        from ..hw.chain.spec import load_chain
+        from ..sim.chain_model import ChainModel
+        if spec is None:
+            source = next(p["source"] for p in self.personalities if p["name"] == name)
+            spec = load_chain(source)
+        if spec.name != name:
+            raise StateError(f"the chain spec is {spec.name!r}, region {self.region} has "
+                             f"{name!r} selected")
+        return ChainModel(spec, self.data_width, self.header_bytes)
+
+    async def to_model(self, spec=None):
+        """Migrate the stopped personality to the Python model: capture its state and return
+        ``(model, snapshot)``, a :class:`~supernic.sim.chain_model.ChainModel` of its chain
+        (configured from ``spec``, by default the chain file the design was built from)
+        holding the hardware's counters and tables, ready to process packets in software
+        (``model.process(frame, meta)``). Stop at a packet boundary first: the model has no
+        pipeline. Raises :class:`~supernic.sim.nt.base.StateBridgeError` for an NT whose
+        model cannot take the state."""
+        snapshot = await self.capture()
+        model = self._chain_model(snapshot["personality"], spec)
+        model.load_hw_state(self.maps[snapshot["personality"]].decode(snapshot["words"]))
+        return model, snapshot
+
+    async def from_model(self, model, snapshot):
+        """Migrate back: write ``model``'s state (from :meth:`to_model`, and since then maybe
+        run on packets in software) into the stopped personality; what the model does not
+        keep (the empty pipeline) comes from ``snapshot``, the capture :meth:`to_model`
+        returned."""
+        smap = self.maps[snapshot["personality"]]
+        values = smap.decode(snapshot["words"])
+        model.store_hw_state(values)
+        await self.restore({**snapshot, "words": smap.encode(values)})
 
 
 async def service_traps(smap, read_word, write_word):

@@ -207,6 +207,30 @@ def test_stop_capture_scramble_restore_resume(at_boundary):
         assert set(seen["latency"]) == {1}
 
 
+def test_reset_words_give_a_fresh_instance():
+    """The state map knows every item's reset value: restored mid-run at a packet boundary,
+    they make the component start over (a fresh context for a new tenant)."""
+    smap = state_map_of(Scrambler())
+    assert smap.find("table").init == tuple(range(16)) and smap.find("acc").init == 0
+    addrs = smap.addresses()
+    at = {}
+
+    async def interrupt(ctx, y, cycle, progress):
+        if at or len(progress["out"]) < 30:
+            return
+        await _stop(ctx, y, 1)
+        at["in"], at["out"] = progress["in"], len(progress["out"])
+        await _write(ctx, y, addrs, smap.reset_words())
+        ctx.set(y.stop, 0)
+        await ctx.tick()
+
+    out, _ = run_scrambler(BEATS, interrupt)
+    assert at["in"] == at["out"] and at["out"] % 3 == 0          # drained, at a boundary
+    assert out[:at["out"]] == reference(BEATS)[:at["out"]]
+    assert out[at["out"]:] == reference(BEATS[at["in"]:])
+    assert StateMap.from_json(smap.to_json()).reset_words() == smap.reset_words()
+
+
 def test_boundary_stop_waits_for_the_packet_and_drains():
     """Stopped at a boundary, the component holds no packet: every beat taken has left, and the
     last one left ended a packet; it stays stopped until ``stop`` drops."""

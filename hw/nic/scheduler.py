@@ -17,7 +17,7 @@ Decision pipeline (one decision a cycle):
    target region (the tenant's flow table at ``flow_hash mod table_size``) is online and has
    room, port chosen round-robin (``fifo``: the tenant's oldest head, room or not), with its
    costs precomputed.
-2. *Pick* (combinational): room, online, enable and commit state are checked again against
+2. *Pick* (combinational): room, online, enable, hold and commit state are checked again against
    this cycle's values, a tenant that was dispatched (or had its table swapped) on the
    previous cycle is skipped because its candidate is one cycle old, then the policy of
    :mod:`.policy` picks. A dispatch pops the descriptor and reads the packet's metadata.
@@ -66,7 +66,7 @@ __all__ = ["TenantScheduler", "SchedulerConfig", "SchedulerShell", "scheduler_bl
            "SCHEDULER_VERSION", "POLICY_CODES", "POLICIES", "bytes_bits", "DEFAULT_QUANTUM"]
 
 SCHEDULER_TYPE = 0x53434844  # 'SCHD'
-SCHEDULER_VERSION = 0x0001_0000
+SCHEDULER_VERSION = 0x0001_0001     # 1.1: tenant_hold
 STAMP_BITS = 32
 COST_ONE = 0x100            # 1.0 in the 8.8 fixed point of weights and costs
 DEFAULT_QUANTUM = 2048      # bytes: above one MTU frame, so a round moves every tenant
@@ -137,6 +137,10 @@ def scheduler_registers(shape: NicShape, table_size=16):
             Register(f"t{t}_deficit", 32, R, doc=f"Tenant {t}: DRR deficit in bytes "
                                                  f"(two's complement)"),
         ]
+    # Last, so the registers of version 1.0 keep their addresses.
+    regs.append(Register("tenant_hold", T, RW, reset=0,
+                         doc="Bit t: tenant t's packets are queued but not dispatched (a "
+                             "region's context switch)"))
     return regs
 
 
@@ -250,6 +254,10 @@ class TenantScheduler(wiring.Component):
         enable = Signal(T)
         m.d.comb += enable.eq(csr.tenant_enable)
         enable_bits = [enable[t] for t in range(T)]
+        # Dispatchable: enabled and not held. A held tenant's packets queue (and are dropped
+        # only when its queue is full), as an enabled one's do; none is dispatched.
+        dispatchable = Signal(T)
+        m.d.comb += dispatchable.eq(enable & ~csr.tenant_hold)
 
         # --- policy in force --------------------------------------------------------------------
         policy = Signal(2)
@@ -496,7 +504,7 @@ class TenantScheduler(wiring.Component):
         eligible_bits = []
         for t in range(T):
             ok_now = room(f"room_now_t{t}", cand[t].region, cand[t].to_region)
-            eligible_bits.append(cand[t].valid & ~stale[t] & enable[t] & ~pending[t] & ok_now)
+            eligible_bits.append(cand[t].valid & ~stale[t] & dispatchable[t] & ~pending[t] & ok_now)
         m.d.comb += eligible.eq(Cat(eligible_bits))
 
         rec_count = Signal(range(3))
@@ -550,13 +558,13 @@ class TenantScheduler(wiring.Component):
             choices["drr"] = (drr_any, drr_idx)
         if "fifo" in codes:
             contenders = Signal(T)
-            m.d.comb += contenders.eq(Cat(cand[t].head for t in range(T)) & ~stale & enable
-                                      & ~pending)
+            m.d.comb += contenders.eq(Cat(cand[t].head for t in range(T)) & ~stale
+                                      & dispatchable & ~pending)
             f_any, f_idx, _ = tournament(
                 m, [(contenders[t], cand[t].key) for t in range(T)], lambda a, b: a > b,
                 "fifo")
             f_wait = Signal()
-            m.d.comb += f_wait.eq((stale & backlogged & enable & ~pending).any())
+            m.d.comb += f_wait.eq((stale & backlogged & dispatchable & ~pending).any())
             f_ok = Signal()
             m.d.comb += f_ok.eq(f_any & ~f_wait & Array(eligible[t] for t in range(T))[f_idx])
             choices["fifo"] = (f_ok, f_idx)

@@ -98,7 +98,8 @@ class Inventory:
 
         for path, _frag, sig in self.flip_flops:
             n = words(len(sig))
-            items.append(StateItem(_join(path, sig.name), "ff", len(sig), addr, n))
+            items.append(StateItem(_join(path, sig.name), "ff", len(sig), addr, n,
+                                   init=sig.init & ((1 << len(sig)) - 1)))
             addr += n
         for path, mem in self.memories:
             for k, port in enumerate(mem._read_ports):
@@ -113,8 +114,11 @@ class Inventory:
             stride = 1 << (n - 1).bit_length()
             size = stride * (1 << (mem._data.depth - 1).bit_length())
             addr = -(-addr // size) * size          # aligned: the row is a bit field
+            rows = [_const(v) & ((1 << width) - 1) for v in mem._data.init]
+            while rows and not rows[-1]:
+                rows.pop()
             items.append(StateItem(_join(path), "mem", width, addr, n, mem._data.depth, stride,
-                                   writable=bool(mem._write_ports)))
+                                   writable=bool(mem._write_ports), init=tuple(rows)))
             addr += size
         # Names are keys (decode, encode, find): a name met again (Amaranth's unnamed
         # signals are all "$signal") gets "$2", "$3"... as Amaranth does in RTL.
@@ -125,6 +129,11 @@ class Inventory:
                 items[k] = replace(item, name=f"{item.name}${n}")
         return StateMap(word_width, items,
                         [t.to_json(_join) for t in (self.traps or [])])
+
+
+def _const(value):
+    """A memory row's initial value as an int (rows of a struct shape are ``data.Const``)."""
+    return value if isinstance(value, int) else Value.cast(value).value
 
 
 def _join(path, leaf=None):

@@ -33,6 +33,9 @@ class StateItem:
     stride: int = 1      # address step between rows (memories)
     writable: bool = True
     rtl: tuple = field(default=(), compare=False)
+    #: The value at reset: an int (a flip-flop, a read port's register), or a tuple of rows
+    #: (a memory; ``()``: all rows 0).
+    init: object = field(default=0, compare=False)
 
     @property
     def size(self):
@@ -107,6 +110,22 @@ class StateMap:
                 out.extend((value >> (w * self.word_width)) & mask for w in range(item.words))
         return out
 
+    def reset_values(self):
+        """``{name: value}`` of every item at reset (as :meth:`decode` gives a capture)."""
+        out = {}
+        for item in self.items:
+            if item.kind == "mem":
+                rows = list(item.init) or [0] * item.depth
+                out[item.name] = rows + [0] * (item.depth - len(rows))
+            else:
+                out[item.name] = item.init
+        return out
+
+    def reset_words(self):
+        """The words of the state at reset: restored, they give a fresh context (a tenant's
+        own instance as if just reset) without reconfiguring the region."""
+        return self.encode(self.reset_values())
+
     def find(self, name):
         for item in self.items:
             if item.name == name:
@@ -128,7 +147,9 @@ class StateMap:
     def to_json(self):
         return {"word_width": self.word_width, "addr_width": self.addr_width,
                 "bits": self.bits, "words": self.words,
-                "items": [{**asdict(i), "rtl": list(i.rtl)} for i in self.items],
+                "items": [{**asdict(i), "rtl": list(i.rtl),
+                           "init": list(i.init) if i.kind == "mem" else i.init}
+                          for i in self.items],
                 "traps": self.traps}
 
     @classmethod
@@ -136,7 +157,10 @@ class StateMap:
         if isinstance(raw, str):
             raw = json.loads(raw)
         return cls(raw["word_width"],
-                   [StateItem(**{**i, "rtl": tuple(i.get("rtl", ()))}) for i in raw["items"]],
+                   [StateItem(**{**i, "rtl": tuple(i.get("rtl", ())),
+                                 "init": (tuple(i.get("init", ())) if i["kind"] == "mem"
+                                          else i.get("init", 0))})
+                    for i in raw["items"]],
                    raw.get("traps", []))
 
     def same_layout(self, other):

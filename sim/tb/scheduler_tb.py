@@ -182,6 +182,7 @@ class Run:
         self.packets_out = []        # dicts
         self.records = []            # (cycle, trace int)
         self.picks = collections.deque()
+        self.pick_log = []          # (cycle, tenant) of every dispatch
         self.unsent = [0] * bench.shape.regions
         self.problems = []
         self.done_queue = collections.deque()
@@ -207,6 +208,7 @@ class Run:
                          f"{un} unsent, empty {empty[r]}")
         self.unsent[r] += n
         self.picks.append((cycle, t, c["beats"], r, n))
+        self.pick_log.append((cycle, t))
 
     async def loop(self, on_packet, max_cycles, until):
         b = self.b
@@ -422,14 +424,31 @@ async def random_traffic(dut):
             epochs[t].append((b.cycle, table))
             await b.write("table_commit", 1 << t)
 
+    # Holds: a random tenant's packets queue but must not be dispatched for a while (the
+    # control plane's context switch). (cycle from, cycle to) per tenant, as written.
+    holds = collections.defaultdict(list)
+
+    async def hold_some():
+        hrng = random.Random(seed ^ 0x401D)
+        for _ in range(_env("SNIC_HOLDS", 4, int)):
+            await ClockCycles(dut.clk, hrng.randint(200, 1200))
+            t = hrng.randrange(T - 1)
+            await b.write("tenant_hold", 1 << t)
+            start = b.cycle
+            await ClockCycles(dut.clk, hrng.randint(100, 800))
+            holds[t].append((start, b.cycle))
+            await b.write("tenant_hold", 0)
+
     reconf = cocotb.start_soon(reconfigure())
+    holding = cocotb.start_soon(hold_some())
     quiet = {"since": 0, "count": 0}
 
     def until():
         inputs_done = not any(run.queues)
         if inputs_done:
             run.regions.toggling = False
-        busy = run.out_beats != quiet["count"] or run.done_queue or not reconf.done()
+        busy = (run.out_beats != quiet["count"] or run.done_queue or not reconf.done()
+                or not holding.done())
         if busy or not inputs_done:
             quiet["since"] = b.cycle
             quiet["count"] = run.out_beats
@@ -513,6 +532,12 @@ async def random_traffic(dut):
         if counters[f"t{t}_backlog_beats"] or counters[f"t{t}_in_flight"]:
             run.problem(f"tenant {t}: backlog {counters[f't{t}_backlog_beats']} in flight "
                         f"{counters[f't{t}_in_flight']} after the run")
+    # One cycle of slack: the trace record of a pick is registered.
+    held_picks = [(cycle, t) for cycle, t in run.pick_log
+                  if any(start + 1 < cycle <= end for start, end in holds[t])]
+    if held_picks:
+        run.problem(f"{len(held_picks)} dispatches of held tenants, first {held_picks[0]} "
+                    f"(holds {dict(holds)})")
     if counters["bad_tenant_drops"] or counters["commit_pending"]:
         run.problem(f"bad tenant drops {counters['bad_tenant_drops']}, commits pending "
                     f"{counters['commit_pending']:#x} after the run")
@@ -531,6 +556,8 @@ async def random_traffic(dut):
         "disabled_drops": sum(counters[f"t{t}_disabled_drops"] for t in range(T)),
         "records": len(run.records), "model_mismatches": mismatches,
         "table_epochs_used": sum(epoch_at.values()), "table_changes": changes,
+        "holds": sum(len(v) for v in holds.values()),
+        "held_cycles": sum(e - s for v in holds.values() for s, e in v),
         "cycles": b.cycle, "problems": run.problems,
     }
     _write_result(result)

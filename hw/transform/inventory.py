@@ -114,7 +114,9 @@ class Inventory:
             stride = 1 << (n - 1).bit_length()
             size = stride * (1 << (mem._data.depth - 1).bit_length())
             addr = -(-addr // size) * size          # aligned: the row is a bit field
-            rows = [_const(v) & ((1 << width) - 1) for v in mem._data.init]
+            # `_raw`: the rows as the memory is built with them (a struct-shaped row left
+            # unset reads None through the public sequence).
+            rows = [int(v) & ((1 << width) - 1) for v in mem._data.init._raw]
             while rows and not rows[-1]:
                 rows.pop()
             items.append(StateItem(_join(path), "mem", width, addr, n, mem._data.depth, stride,
@@ -129,11 +131,6 @@ class Inventory:
                 items[k] = replace(item, name=f"{item.name}${n}")
         return StateMap(word_width, items,
                         [t.to_json(_join) for t in (self.traps or [])])
-
-
-def _const(value):
-    """A memory row's initial value as an int (rows of a struct shape are ``data.Const``)."""
-    return value if isinstance(value, int) else Value.cast(value).value
 
 
 def _join(path, leaf=None):

@@ -61,6 +61,8 @@ class NicModel:
         # One chain instance per (region, chain): a region reconfigured to another chain and
         # back keeps each personality's state, as the hardware does.
         self.region_models = {}
+        # Regions time-shared by context switches: one instance per tenant there.
+        self.time_shared = set()
         self.classifier_stats = [collections.Counter() for _ in range(ports)]
         self.egress = collections.defaultdict(collections.Counter)
 
@@ -77,7 +79,7 @@ class NicModel:
     def instance(self, region, tenant):
         """The chain model of ``tenant``'s chain in ``region``."""
         spec = self.deployment.chains[tenant]
-        key = (region, spec.name)
+        key = (region, spec.name, tenant) if region in self.time_shared else (region, spec.name)
         if key not in self.region_models:
             self.region_models[key] = ChainModel(spec, self.data_width, self.header_bytes)
         return self.region_models[key]
@@ -105,5 +107,6 @@ class NicModel:
         return out, out_meta, True
 
     def instances(self):
-        """``{(region, chain name): {node name: NT model}}`` of every instance that ran."""
+        """``{(region, chain name): {node name: NT model}}`` of every instance that ran
+        (``(region, chain name, tenant)`` in a time-shared region)."""
         return {key: model.models for key, model in self.region_models.items()}

@@ -19,6 +19,7 @@ or counted once by reason.
 
 import collections
 import copy
+import dataclasses
 import json
 import os
 import random
@@ -29,6 +30,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
 from supernic.driver.migration import configuration_registers, move_instance
 from supernic.driver.state import RegionState
+from supernic.driver.timeshare import TimeShare
 from supernic.hw.chain.spec import load_chain
 from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
 from supernic.hw.nic.layout import NicShape, nic_layout
@@ -88,8 +90,9 @@ def traffic(deployment, n, seed, malformed, sizes, header_bytes, ports, rng):
     return [(rng.randrange(ports), f) for f in frames]
 
 
-async def deploy(bus, regmap, design, deployment, shape, policy, rng):
-    """Program classifiers, scheduler and every active NT over AXI4-Lite."""
+async def deploy(bus, regmap, design, deployment, shape, policy, rng, shared=()):
+    """Program classifiers, scheduler and every active NT over AXI4-Lite (the NTs of the
+    ``shared`` tenants are configured by their time-share contexts instead)."""
     classifier = ClassifierConfig.from_tenants(
         [(t, deployment.keys[t]) for t in sorted(deployment.chains)], default=None)
     cfg = design["config"]
@@ -106,12 +109,36 @@ async def deploy(bus, regmap, design, deployment, shape, policy, rng):
                                                             cfg["table_size"])):
         await write_register(bus, regmap, "scheduler", reg, value)
     for t, spec in deployment.chains.items():
+        if t in shared:
+            continue
         for r in deployment.regions[t]:
-            for node in spec.node_list():
-                for reg, value in node.config.register_writes(node.params):
-                    await write_register(bus, regmap, f"r{r}_{spec.name}_{node.name}", reg,
-                                         value)
+            for block, reg, value in nt_writes(spec, r):
+                await write_register(bus, regmap, block, reg, value)
     return classifier
+
+
+def nt_writes(spec, region):
+    """``[(block, register, value)]`` configuring ``spec``'s NTs in ``region``."""
+    return [(f"r{region}_{spec.name}_{node.name}", reg, value) for node in spec.node_list()
+            for reg, value in node.config.register_writes(node.params)]
+
+
+def time_share_variant(spec, key):
+    """``spec`` for a second tenant sharing its region: its own key and a configuration that
+    meters differently (the rate limiter's buckets, or the chain as it is)."""
+    from supernic.hw.nt.rate_limiter import (Action, Bucket, ClassKind, RateLimiterConfig,
+                                             TrafficClass)
+
+    def swap(node):
+        if node.kind != "rate_limiter":
+            return node
+        config = RateLimiterConfig(
+            [Bucket(int(0.3 * 65536), 2500, Action.MARK), Bucket(int(0.1 * 65536), 1600,
+                                                                  Action.DROP)],
+            [TrafficClass(ClassKind.VLAN, key, 1)], 0)
+        return dataclasses.replace(node, config=config)
+    return dataclasses.replace(spec, keys=[key], nodes={k: swap(n) for k, n in spec.nodes.items()},
+                               stages=[swap(s) for s in spec.stages])
 
 
 @cocotb.test()
@@ -127,13 +154,34 @@ async def random_traffic(dut):
     regmap = design["registers"]
     spare = {int(r) for r in _env("SNIC_SPARE_REGIONS", "").split(",") if r}
     deployment = deployment_from(design, spare)
+    # Time sharing: a second tenant (the next free id) of the region's chain, with its own
+    # key and configuration, shares the region by context switches.
+    share_region = _env("SNIC_TIMESHARE", -1, int)
+    shared = []
+    if share_region >= 0:
+        first = next(t for t, rs in deployment.regions.items() if rs == [share_region])
+        second = len(deployment.chains)
+        deployment.chains[second] = time_share_variant(deployment.chains[first], 3003)
+        deployment.regions[second] = [share_region]
+        deployment.keys[second] = [3003]
+        shared = [first, second]
 
     await start_and_reset(dut)
     bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
     check_supported(await discover(bus))
+    share = None
+    if shared:
+        await write_register(bus, regmap, "scheduler", "tenant_hold",
+                             sum(1 << t for t in shared))
     classifier = await deploy(bus, regmap, design, deployment, shape,
-                              _env("SNIC_POLICY", "drf"), rng)
+                              _env("SNIC_POLICY", "drf"), rng, shared)
+    if shared:
+        share = TimeShare(bus, design, share_region, wait=lambda: ClockCycles(dut.clk, 16))
+        for t in shared:
+            await share.add(t, nt_writes(deployment.chains[t], share_region))
     model = NicModel(deployment, classifier, shape.ports, width, hbytes)
+    if shared:
+        model.time_shared.add(share_region)
 
     inputs = traffic(deployment, n, seed, _env("SNIC_MALFORMED", 0.1, float),
                      _env("SNIC_SIZES", "light"), hbytes, shape.ports, rng)
@@ -163,6 +211,16 @@ async def random_traffic(dut):
             moves.append(move)
             steps.append(lambda: reconfigure(bus, regmap, design, deployment, shape, move, run,
                                              len(inputs) // 3, rng))
+    switches = []
+    if shared:
+        # Three switches, a sixth, two and three sixths of the way in (each takes about
+        # 12,000 cycles here: cocotb's AXI4-Lite moves two 606-word contexts), then as many
+        # as it takes to empty both tenants' queues once the input is in.
+        for k in range(3):
+            steps.append(lambda k=k: switch_context(share, shared[(k + 1) % 2], run,
+                                                    len(inputs) * (k + 1) // 6, switches))
+        steps.append(lambda: drain_shared(share, shared, run, bus, regmap, len(inputs),
+                                          switches))
     yields = []
     yield_regions = [int(r) for r in _env("SNIC_YIELD_REGIONS", "").split(",") if r]
     if yield_regions:
@@ -319,7 +377,10 @@ async def random_traffic(dut):
             "queue_dropped": q, "nt_dropped": hw[f"egress.t{t}_dropped"],
             "delivered": hw[f"egress.t{t}_delivered"],
             "delivered_bytes": hw[f"egress.t{t}_delivered_bytes"]}
-    for (r, chain), nodes in model.instances().items():
+    for key, nodes in sorted(model.instances().items(), key=lambda kv: len(kv[0])):
+        r, chain = key[:2]
+        if len(key) == 3:           # a time-shared instance: its context in, to be read
+            await share.switch(key[2])
         for name, m in nodes.items():
             block = f"r{r}_{chain}_{name}"
             want = m.counters()
@@ -348,6 +409,7 @@ async def random_traffic(dut):
         "dispatched": {r: len(v) for r, v in run.dispatch.items()}, "moves": moves,
         "yields": yields,
         "migrations": [{k: v for k, v in m.items() if k != "spec"} for m in migrations],
+        "switches": switches,
         "problems": problems[:MAX_REPORTED], "reports": reports,
     }
     _write_result(result)
@@ -399,6 +461,37 @@ async def suspend_and_restore(bus, design, run, regions, after, rng, report):
     finally:
         run.holding -= 1
         run.last_out = run.cycles
+
+
+async def switch_context(share, tenant, run, after, report):
+    """A context switch of the time-shared region (sw/driver/timeshare.py) to ``tenant``."""
+    while sum(len(a) for a in run.accept_cycles) < after:
+        await RisingEdge(run.dut.clk)
+    start = run.cycles
+    await share.switch(tenant)
+    report.append({"to": tenant, "cycles": run.cycles - start,
+                   "done_at_input": sum(len(a) for a in run.accept_cycles)})
+
+
+async def drain_shared(share, tenants, run, bus, regmap, total, report):
+    """Once every packet went in: switch between the sharing tenants until none has packets
+    queued (a held tenant's queue waits for its turn)."""
+    clk = run.dut.clk
+    while sum(len(a) for a in run.accept_cycles) < total:
+        await ClockCycles(clk, 64)
+    for _ in range(16):
+        backlog = {t: await read_register(bus, regmap, "scheduler", f"t{t}_backlog_beats")
+                   for t in tenants}
+        if not any(backlog.values()):
+            return
+        if backlog[share.active]:
+            await ClockCycles(clk, 256)
+            continue
+        tenant = next(t for t in tenants if backlog[t])
+        start = run.cycles
+        await share.switch(tenant)
+        report.append({"to": tenant, "cycles": run.cycles - start, "draining": True,
+                       "done_at_input": total})
 
 
 async def migrate(bus, design, deployment, shape, migration, run, after):

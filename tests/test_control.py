@@ -14,6 +14,7 @@ survives a new control plane; the CLI over a real device server on a fake device
 
 import asyncio
 import copy
+import json
 import shutil
 import tempfile
 import threading
@@ -499,6 +500,92 @@ def test_migrate_moves_buckets_configuration_and_state(nic_description, tmp_path
     assert faulty.tables[2] == [3] * 16 and faulty.model.get("region5", "state_stop") == 1
 
 
+METERED_B = """
+[tenant]
+name = "metered"
+keys = [3003]
+[[nodes]]
+name = "policer"
+nt = "rate_limiter"
+[nodes.config]
+buckets = [{ rate = 0.25, burst = 2000, action = "drop" }]
+classes = [{ vlan = 3003, bucket = 0 }]
+unmatched = 0
+[[nodes]]
+name = "untag"
+nt = "vlan_pop"
+"""
+
+
+def _rw_config(nic, region, spec):
+    """The read-write NT registers ``spec`` configures in ``region``, with their values."""
+    rw = {(b["name"], r["name"]) for b in nic.description["registers"]["blocks"]
+          for r in b["registers"] if r["access"] == "RW"}
+    return {(f"r{region}_{spec.name}_{node.name}", reg): value for node in spec.node_list()
+            for reg, value in node.config.register_writes(node.params)
+            if (f"r{region}_{spec.name}_{node.name}", reg) in rw}
+
+
+def test_time_share_a_region_between_two_tenants(nic_description, tmp_path):
+    """``deploy(..., share=R)`` and ``switch`` (sw/driver/timeshare.py): the second tenant is
+    held, gets a fresh context (reset state and its configuration) while the first runs on
+    with its own; switches save one context and load the other, through another control
+    plane (the state file keeps the contexts); undeploying the running one loads the other."""
+    nic = FakeNic(nic_description)
+    state = tmp_path / "state.json"
+    plane = ControlPlane(nic, nic_description, state)
+    get = nic.model.get
+    first = load_chain(CHAINS / "metered.toml")
+    (tmp_path / "metered_b.toml").write_text(METERED_B)
+    second = load_chain(tmp_path / "metered_b.toml")
+    assert _run(plane.deploy(CHAINS / "metered.toml", tenant=2)).regions == (3,)
+    words_2 = dict(nic.states[(3, "metered")])
+    smap = StateMap.from_json(nic_description["state_maps"]["region3"]["metered"])
+    fresh = dict(zip(smap.addresses(), smap.reset_words()))
+
+    def loaded(spec, words):
+        assert nic.states[(3, "metered")] == words
+        assert {k: get(*k) for k in _rw_config(nic, 3, spec)} == _rw_config(nic, 3, spec)
+
+    assert _run(plane.deploy(tmp_path / "metered_b.toml", tenant=3, share=3)).regions == (3,)
+    assert get("scheduler", "tenant_hold") == 1 << 3
+    assert get("scheduler", "tenant_enable") == 1 << 2 | 1 << 3
+    assert nic.tables[3] == [3] * 16
+    loaded(first, words_2)                      # tenant 2 runs on, as it was
+
+    again = ControlPlane(nic, nic_description, state)      # another CLI invocation
+    _run(again.switch(3, 3))
+    assert get("scheduler", "tenant_hold") == 1 << 2
+    loaded(second, fresh)                       # a fake NT does not run: still the reset state
+    _run(ControlPlane(nic, nic_description, state).switch(3, 2))
+    assert get("scheduler", "tenant_hold") == 1 << 3
+    loaded(first, words_2)
+
+    _run(plane.deploy(CHAINS / "web.toml", tenant=0))
+    third = tmp_path / "metered_c.toml"
+    third.write_text(METERED_B.replace("3003", "3004"))
+    refusals = [
+        (lambda p: p.deploy(third, 1, share=0), DeployRefused,
+         r"region 0 is not under the state-yielding transform"),
+        (lambda p: p.deploy(third, 1, share=5), DeployRefused,
+         r"region 5 runs no tenant: deploy without --share"),
+        (lambda p: p.deploy(third, 1, instances=2, share=3),
+         DeployRefused, r"a time-shared tenant runs in one region"),
+        (lambda p: p.switch(3, 0), DeployRefused,
+         r"tenant 0 does not share region 3 \(its sharers: \[2, 3\]\)"),
+        (lambda p: p.switch(5, 2), DeployRefused, r"region 5 is not time-shared"),
+    ]
+    for call, error, match in refusals:
+        _refused(nic, plane, call, error, match)
+
+    # Undeploying the running tenant loads the other's context and releases it.
+    _run(plane.undeploy(2))
+    assert get("scheduler", "tenant_hold") == 0
+    loaded(second, fresh)
+    assert json.loads(state.read_text())["time_shares"] == {}
+    assert _run(ControlPlane(nic, nic_description, state).refresh())[3].regions == (3,)
+
+
 def test_device_reset_makes_records_stale(nic_description, tmp_path):
     nic = FakeNic(nic_description)
     state = tmp_path / "state.json"
@@ -574,6 +661,20 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
               "cannot read model file")
         fails(["migrate", "--tenant", "1", "--from", "0", "--to", "2"],
               "region 2 cannot host 'web'")
+        # Time sharing region 5 with a second metered tenant.
+        (short / "metered_b.toml").write_text(METERED_B)
+        assert snic(["deploy", str(short / "metered_b.toml"), "--tenant", "3", "--share", "5",
+                     "--socket", str(sock)]) == 0
+        assert capsys.readouterr().out.strip() == (
+            "deployed metered as tenant 3 on regions 5, time-shared (held until snic switch "
+            "--region 5 --tenant 3)")
+        assert snic(["switch", "--region", "5", "--tenant", "3", "--socket", str(sock)]) == 0
+        assert capsys.readouterr().out.strip() == (
+            "region 5: tenant 3's context loaded (held: 2)")
+        assert nic.model.get("scheduler", "tenant_hold") == 1 << 2
+        fails(["switch", "--region", "3", "--tenant", "3"], "region 3 is not time-shared")
+        assert snic(["undeploy", "--tenant", "3", "--socket", str(sock)]) == 0
+        assert nic.model.get("scheduler", "tenant_hold") == 0
         assert snic(["undeploy", "--tenant", "2", "--socket", str(sock)]) == 0
         assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 0
         assert nic.model.get("scheduler", "tenant_enable") == 0

@@ -12,6 +12,8 @@
     snic state suspend|resume|capture|restore|traps|to-model|from-model --region R
                                               a region's chain state, or its Python model
     snic migrate --tenant T --from R --to R2   move a chain instance and its state, live
+    snic deploy SPEC --tenant T --share R     time-share region R with its tenant(s)
+    snic switch --region R --tenant T         context switch of a time-shared region
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
 """
@@ -236,10 +238,21 @@ def _control(args, operation):
 
 def cmd_deploy(args):
     code, record = _control(args, lambda plane: plane.deploy(
-        args.spec, args.tenant, instances=args.instances, weight=args.weight))
+        args.spec, args.tenant, instances=args.instances, weight=args.weight,
+        share=args.share))
     if record is not None:
         print(f"deployed {record.chain} as tenant {record.tenant} on regions "
-              f"{', '.join(map(str, record.regions))}")
+              f"{', '.join(map(str, record.regions))}"
+              + (f", time-shared (held until snic switch --region {args.share} --tenant "
+                 f"{record.tenant})" if args.share is not None else ""))
+    return code
+
+
+def cmd_switch(args):
+    code, share = _control(args, lambda plane: plane.switch(args.region, args.tenant))
+    if share is not None:
+        print(f"region {args.region}: tenant {args.tenant}'s context loaded (held: "
+              f"{', '.join(map(str, sorted(share.contexts))) or 'none'})")
     return code
 
 
@@ -430,8 +443,17 @@ def main(argv=None):
     p.add_argument("--tenant", type=int, required=True, help="tenant id (0 to nic.tenants-1)")
     p.add_argument("--instances", type=int, default=1, help="regions to run it in (default 1)")
     p.add_argument("--weight", type=float, default=1.0, help="scheduling weight (default 1)")
+    p.add_argument("--share", type=int, metavar="REGION",
+                   help="time-share this region with the tenant(s) running the same chain "
+                        "there (needs nic.yieldable; see snic switch)")
     _control_arguments(p)
     p.set_defaults(func=cmd_deploy)
+
+    p = sub.add_parser("switch", help="load a tenant's context in a time-shared region")
+    p.add_argument("--region", type=int, required=True, help="the time-shared region")
+    p.add_argument("--tenant", type=int, required=True, help="the tenant to run there")
+    _control_arguments(p)
+    p.set_defaults(func=cmd_switch)
 
     p = sub.add_parser("undeploy", help="remove a tenant and free its regions")
     p.add_argument("--tenant", type=int, required=True, help="tenant id")

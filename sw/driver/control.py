@@ -172,6 +172,9 @@ class ControlPlane:
         self.fresh = False          # the device has not been programmed since reset
         self.enable_mask = 0
         self.active = []            # per region: index of the active personality
+        self.hold_mask = 0          # scheduler.tenant_hold (time-shared tenants not loaded)
+        self.shares = {}            # region -> its TimeShare contexts (TimeShare.to_json)
+        self._memory_shares = {}
 
     # --- registers ------------------------------------------------------------------------------
     def _reg(self, block, reg):
@@ -231,6 +234,8 @@ class ControlPlane:
         self._checked = True
 
     def _load_records(self):
+        """The records of the state file; also sets :attr:`shares`."""
+        self.shares = dict(self._memory_shares)
         if self.state_path is None:
             return dict(self._memory)
         try:
@@ -243,6 +248,7 @@ class ControlPlane:
             if raw.get("version") != STATE_VERSION:
                 return {}
             records = [TenantRecord.from_json(r) for r in raw.get("tenants", [])]
+            self.shares = {int(r): v for r, v in raw.get("time_shares", {}).items()}
         except (AttributeError, KeyError, TypeError, ValueError):
             return {}               # unreadable bookkeeping: the hardware decides alone
         return {r.tenant: r for r in records}
@@ -250,9 +256,12 @@ class ControlPlane:
     def _save_records(self, records):
         if self.state_path is None:
             self._memory = dict(records)
+            self._memory_shares = dict(self.shares)
             return
         text = json.dumps({"version": STATE_VERSION, "build_id": self.build_id,
-                           "tenants": [records[t].to_json() for t in sorted(records)]}, indent=2)
+                           "tenants": [records[t].to_json() for t in sorted(records)],
+                           "time_shares": {str(r): v for r, v in sorted(self.shares.items())}},
+                          indent=2)
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_name(self.state_path.name + f".{os.getpid()}.tmp")
         tmp.write_text(text + "\n")
@@ -277,6 +286,8 @@ class ControlPlane:
         await self.check_design()
         self.enable_mask = await self.read("scheduler", "tenant_enable")
         self.active = [await self.read(f"region{r}", "active") for r in range(len(self.regions))]
+        self.hold_mask = (await self.read("scheduler", "tenant_hold")
+                          if ("scheduler", "tenant_hold") in self._regs else 0)
         records = self._load_records()
         fresh = not await self._classifier_programmed()
         deployed, unmanaged = {}, []
@@ -293,7 +304,10 @@ class ControlPlane:
                 unmanaged.append(t)
         self.fresh = fresh
         self.deployed, self.unmanaged = deployed, tuple(unmanaged)
-        if deployed != records:
+        # Contexts of a region that two or more deployed tenants no longer share are stale.
+        shares = {r: raw for r, raw in self.shares.items() if len(self._sharers(r)) > 1}
+        if deployed != records or shares != self.shares:
+            self.shares = shares
             self._save_records(deployed)
         return deployed
 
@@ -361,8 +375,10 @@ class ControlPlane:
     def _reset_table(self, tenant):
         return self._table_writes(tenant, [tenant % len(self.regions)])
 
-    def _admit(self, spec, tenant, instances, weight):
-        """Checks before any write; returns ``(regions, record, plan)``."""
+    def _admit(self, spec, tenant, instances, weight, share=None):
+        """Checks before any write; returns ``(regions, record, plan)``. With ``share``, the
+        tenant joins the region's running tenants by time sharing: its NTs are configured by
+        its context (see :meth:`deploy`), not by the plan."""
         if not isinstance(tenant, int) or isinstance(tenant, bool) \
                 or not 0 <= tenant < self.shape.tenants:
             raise DeployRefused(f"tenant must be an integer from 0 to {self.shape.tenants - 1} "
@@ -389,9 +405,12 @@ class ControlPlane:
             if key in owners:
                 raise DeployRefused(f"key {key} of chain {spec.name!r} is claimed by tenant "
                                     f"{owners[key].tenant} ({owners[key].chain})")
-        free = self.free_regions()
-        usable = [r for r in hosts if r in free]
-        if len(usable) < instances:
+        if share is not None:
+            usable = [self._shared_region(spec, share, instances)]
+        else:
+            free = self.free_regions()
+            usable = [r for r in hosts if r in free]
+        if share is None and len(usable) < instances:
             taken = {r: rec.tenant for rec in self.deployed.values() for r in rec.regions}
             held = ", ".join(f"region {r} by tenant {taken[r]}" for r in hosts if r in taken)
             raise DeployRefused(f"not enough free regions for {instances} instance(s) of "
@@ -404,7 +423,7 @@ class ControlPlane:
                               tuple(spec.keys), weight, self.build_id)
 
         plan = []
-        for r in chosen:
+        for r in ([] if share is not None else chosen):
             for node in spec.node_list():
                 block = personality_block_name(r, spec.name, node.name)
                 try:
@@ -412,12 +431,14 @@ class ControlPlane:
                 except (ConfigError, ValueError) as e:
                     raise DeployRefused(f"node {node.name!r}: {e}") from None
                 plan += [_Write(block, reg, value) for reg, value in writes]
-        for r in chosen:
+        for r in ([] if share is not None else chosen):
             index = self._personality(r, spec.name)
             if self.active[r] != index:
                 plan.append(_Load(r, index))
         cost = _fixed_cost(built["cycles_per_beat"])
         plan += [_Write("scheduler", f"r{r}_cost", cost) for r in chosen]
+        if share is not None:       # held before it is enabled: the region runs another
+            plan.append(_Write("scheduler", "tenant_hold", self.hold_mask | 1 << tenant))
         plan += [_Write("scheduler", f"t{tenant}_inv_weight", sched.inv_weight(tenant)),
                  _Write("scheduler", f"t{tenant}_quantum", sched.tenant_quantum(tenant))]
         plan += self._table_writes(tenant, chosen)
@@ -430,6 +451,63 @@ class ControlPlane:
             if isinstance(step, _Write):
                 self._check_write(step.block, step.reg, step.value)
         return chosen, record, plan
+
+    def _shared_region(self, spec, region, instances):
+        """Checks for a deploy that time-shares ``region``; returns it."""
+        if not isinstance(region, int) or isinstance(region, bool) \
+                or not 0 <= region < len(self.regions):
+            raise DeployRefused(f"region must be an integer from 0 to {len(self.regions) - 1}, "
+                                f"not {region!r}")
+        if instances != 1:
+            raise DeployRefused("a time-shared tenant runs in one region (instances 1)")
+        if f"region{region}" not in (self.description.get("state_maps") or {}):
+            raise DeployRefused(f"region {region} is not under the state-yielding transform, "
+                                f"so it cannot be time-shared (nic.yieldable)")
+        sharers = self._sharers(region)
+        if not sharers:
+            raise DeployRefused(f"region {region} runs no tenant: deploy without --share")
+        for t in sharers:
+            rec = self.deployed[t]
+            if rec.chain != spec.name or rec.regions != (region,):
+                raise DeployRefused(
+                    f"region {region} cannot be time-shared with tenant {t}: it runs "
+                    f"{rec.chain!r} on regions {list(rec.regions)}; sharers must run "
+                    f"{spec.name!r} in that region only")
+        return region
+
+    def _sharers(self, region):
+        return sorted(t for t, rec in self.deployed.items() if region in rec.regions)
+
+    def _time_share(self, region):
+        """The region's :class:`~supernic.driver.timeshare.TimeShare`, with the contexts the
+        state file keeps (none: the one tenant running there is loaded)."""
+        from .timeshare import TimeShare
+        share = TimeShare(self.bus, self.description, region, self.wait, self.timeout)
+        raw = self.shares.get(region)
+        if raw is not None:
+            return share.load_json(raw)
+        sharers = self._sharers(region)
+        share.active = sharers[0] if sharers else None
+        return share
+
+    async def switch(self, region, tenant):
+        """Load ``tenant``'s context in the time-shared ``region``: the tenant running there
+        is held and its context saved. Returns the region's :class:`TimeShare`."""
+        with self._locked():
+            await self.refresh()
+            if region not in self.shares:
+                raise DeployRefused(f"region {region} is not time-shared (deploy a second "
+                                    f"tenant there with --share {region})")
+            if tenant not in self._sharers(region):
+                raise DeployRefused(f"tenant {tenant} does not share region {region} "
+                                    f"(its sharers: {self._sharers(region)})")
+            share = self._time_share(region)
+            try:
+                await share.switch(tenant)
+            finally:
+                self.shares[region] = share.to_json()
+                self._save_records(self.deployed)
+            return share
 
     # --- execution ------------------------------------------------------------------------------
     async def _run(self, plan, journal=None):
@@ -465,28 +543,40 @@ class ControlPlane:
             return not await self.read("scheduler", "commit_pending") >> tenant & 1
         await self._poll(f"tenant {tenant}'s flow table commit", committed)
 
-    async def deploy(self, spec_path, tenant, instances=1, weight=1):
+    async def deploy(self, spec_path, tenant, instances=1, weight=1, share=None):
         """Deploy the chain of ``spec_path`` as ``tenant`` on ``instances`` free regions with
         ``weight``; return its :class:`TenantRecord`. Raises :class:`DeployRefused` (or
         :class:`~supernic.hw.chain.spec.ChainError`, or an unsupported design) before any
-        write, :class:`DeployFailed` after a rollback."""
+        write, :class:`DeployFailed` after a rollback.
+
+        ``share``: a region whose tenant(s) run the same chain there alone; the new tenant
+        time-shares it (:mod:`.timeshare`): it gets a fresh context with its own
+        configuration and stays held until :meth:`switch` loads it."""
         spec = load_chain(spec_path)        # ChainError: a bad spec, before the device
         with self._locked():
-            return await self._deploy(spec, tenant, instances, weight)
+            return await self._deploy(spec, tenant, instances, weight, share)
 
-    async def _deploy(self, spec, tenant, instances, weight):
+    async def _deploy(self, spec, tenant, instances, weight, share=None):
         await self.refresh()
-        chosen, record, plan = self._admit(spec, tenant, instances, weight)
+        chosen, record, plan = self._admit(spec, tenant, instances, weight, share)
         old_enable = self.enable_mask
         previous = dict(self.deployed)
         journal = {}
         try:
             await self._run(plan, journal)
+            if share is not None:
+                ts = self._time_share(share)
+                await ts.add(tenant, [(personality_block_name(share, spec.name, node.name),
+                                       reg, value) for node in spec.node_list()
+                                      for reg, value in node.config.register_writes(node.params)])
+                self.shares[share] = ts.to_json()
             after = dict(previous)
             after[tenant] = record
             self._save_records(after)
         except Exception as e:  # noqa: BLE001: a bus, transport or file failure: roll back
             problems = await self._rollback(tenant, old_enable, previous, journal, plan)
+            if share is not None:
+                problems += await self._restart_shared(share, tenant)
             what = f"deploy of {spec.name!r} as tenant {tenant} failed: {e}"
             if problems:
                 raise DeployFailed(f"{what}; rollback incomplete: {'; '.join(problems)}") from e
@@ -521,6 +611,15 @@ class ControlPlane:
             await attempt(f"restoring {block}.{reg}", self._raw_write(block, reg, value))
         return problems
 
+    async def _restart_shared(self, region, tenant):
+        """After a failed time-shared deploy: the region running again (TimeShare.add puts
+        the running tenant's context back itself; the journal, its hold bit)."""
+        try:
+            await self._time_share(region).state.resume()
+        except Exception as e:  # noqa: BLE001
+            return [f"resuming region {region}: {e}"]
+        return []
+
     async def undeploy(self, tenant):
         """Remove ``tenant``: its classifier entries go (the table is rewritten without them),
         its queued packets are let through its chain, then it is disabled, its packets in
@@ -546,8 +645,21 @@ class ControlPlane:
                                 f"{known or 'none'})")
         record = self.deployed.get(tenant)
         remaining = {t: r for t, r in self.deployed.items() if t != tenant}
+        shared = [r for r in (record.regions if record else ()) if r in self.shares]
         try:
+            share = None
+            if shared:
+                # Its context in, so its queued packets leave as the undeploy lets them.
+                share = self._time_share(shared[0])
+                await share.switch(tenant)
             await self._remove(tenant, record, remaining)
+            if share is not None:
+                await share.leave(tenant)
+                others = [t for t in self._sharers(shared[0]) if t != tenant]
+                if len(others) > 1:
+                    self.shares[shared[0]] = share.to_json()
+                else:
+                    self.shares.pop(shared[0], None)
         except Exception as e:  # noqa: BLE001: one clear line, whatever failed
             enabled = "still enabled" if self.enable_mask >> tenant & 1 else "disabled"
             raise ControlError(f"undeploy of tenant {tenant} failed: {e} (the tenant is "

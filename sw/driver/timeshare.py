@@ -95,22 +95,68 @@ class TimeShare:
             name = await self.state.suspend(at_boundary=True)
             running = None
         smap = self.state.maps[name]
-        await self.state.restore({"personality": name, "build_id": self.state.build_id,
-                                  "words": smap.reset_words()})
-        await self.state.resume()
-        for block, reg, value in writes:
-            await self._reg(block, reg, value)
-        for _ in range(SETTLE_WAITS):
-            await self.state.wait()
-        if running is None:
-            self.active = tenant
-            await self._hold(tenant, False)
-            return
-        await self.state.suspend(at_boundary=True)
-        self.contexts[tenant] = await self._save(name)
+        try:
+            await self.state.restore({"personality": name, "build_id": self.state.build_id,
+                                      "words": smap.reset_words()})
+            await self.state.resume()
+            for block, reg, value in writes:
+                await self._reg(block, reg, value)
+            for _ in range(SETTLE_WAITS):
+                await self.state.wait()
+            if running is None:
+                self.active = tenant
+                await self._hold(tenant, False)
+                return
+            await self.state.suspend(at_boundary=True)
+            self.contexts[tenant] = await self._save(name)
+        except BaseException:
+            self.contexts.pop(tenant, None)
+            if running is not None:     # the running tenant's context back, best effort
+                try:
+                    await self.state.suspend(at_boundary=False)
+                    await self._load(running)
+                    await self.state.resume()
+                    await self._hold(self.active, False)
+                except Exception:  # noqa: BLE001: the first error is the one to report
+                    pass
+            raise
         await self._load(running)
         await self.state.resume()
         await self._hold(self.active, False)
+
+    async def leave(self, tenant):
+        """``tenant`` stops sharing the region. Its context is forgotten; if it is the one
+        loaded (its packets already gone: the control plane disabled and drained it), the
+        first other sharer's context is loaded and released."""
+        if tenant != self.active:
+            self.contexts.pop(tenant, None)
+            await self._hold(tenant, False)
+            return
+        self.active = None
+        if not self.contexts:
+            return
+        await self.state.suspend(at_boundary=True)
+        nxt = min(self.contexts)
+        await self._load(self.contexts.pop(nxt))
+        await self.state.resume()
+        await self._hold(nxt, False)
+        self.active = nxt
+
+    def to_json(self):
+        """The contexts (not loaded) and the loaded tenant, for the control plane's state
+        file: the driver runs again in another process."""
+        return {"active": self.active,
+                "contexts": {str(t): {"snapshot": c["snapshot"],
+                                      "registers": [[b, r, v] for (b, r), v in
+                                                    c["registers"].items()]}
+                             for t, c in self.contexts.items()}}
+
+    def load_json(self, raw):
+        self.active = raw.get("active")
+        self.contexts = {int(t): {"snapshot": c["snapshot"],
+                                  "registers": {(b, r): v for b, r, v in c["registers"]}}
+                         for t, c in raw.get("contexts", {}).items()}
+        return self
 
     async def switch(self, tenant):
         """Load ``tenant``'s context in place of the running one's."""

@@ -142,6 +142,14 @@ def test_state_map_lists_every_register_and_row():
     assert len(smap.addresses()) == smap.words
 
 
+@pytest.mark.parametrize("kind", sorted(task_classes()))
+def test_every_nt_state_item_has_a_name(kind):
+    """Users read state maps: no item is an unnamed ``$signal`` (a tuple-unpacked Signal
+    gets no name from Amaranth: one declaration a line)."""
+    smap = state_map_of(task_classes()[kind](64, 256))
+    assert [i.name for i in smap.items if "$signal" in i.name] == []
+
+
 def test_runs_unchanged_when_never_stopped():
     async def never(ctx, y, cycle, progress):
         pass

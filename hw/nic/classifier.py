@@ -394,9 +394,12 @@ class TenantClassifier(wiring.Component):
                         m.d.sync += slots[k].eq(staged)
 
         # --- pipeline: stage A holds the beat, stage B the beat and its decision -------------
-        a_valid, a_first = Signal(), Signal()
+        a_valid = Signal()
+        a_first = Signal()
         a_beat = Signal.like(self.i.p)
-        b_valid, b_first, b_drop = Signal(), Signal(), Signal()
+        b_valid = Signal()
+        b_first = Signal()
+        b_drop = Signal()
         b_beat = Signal.like(self.i.p)
         # port, beats and region are never assigned: constant fields of the tag.
         b_tag = Signal(tag_layout(shape), init={"port": self.port})

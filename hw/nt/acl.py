@@ -296,10 +296,12 @@ class AclFirewall(NetworkTask):
         pending_index = Signal(8)
 
         # --- pipeline: stage A registers the beat, stage B holds the verdict ------------------
-        a_valid, b_valid = Signal(), Signal()
+        a_valid = Signal()
+        b_valid = Signal()
         a_beat = Signal.like(self.i.p)
         b_beat = Signal.like(self.i.p)
-        a_first, b_first = Signal(), Signal()
+        a_first = Signal()
+        b_first = Signal()
         in_first = Signal(init=1)
         advance = Signal()
         m.d.comb += [advance.eq(~b_valid | self.o.ready), self.i.ready.eq(advance)]
@@ -357,7 +359,9 @@ class AclFirewall(NetworkTask):
             (Cat(winner[k] & (rules[k].action == AclAction.DROP) for k in range(n))).any(),
             csr.default_drop))
 
-        b_drop, b_skip, b_hits = Signal(), Signal(), Signal(n)
+        b_drop = Signal()
+        b_skip = Signal()
+        b_hits = Signal(n)
         with m.If(advance):
             m.d.sync += [a_valid.eq(self.i.valid), a_beat.eq(self.i.p), a_first.eq(in_first),
                          b_valid.eq(a_valid), b_beat.eq(a_beat), b_first.eq(a_first)]

@@ -309,8 +309,12 @@ class _ChecksumTask(NetworkTask):
                     m.d.sync += held.eq(merged[layer][name])
 
         # --- stage 1: mask each beat to six byte ranges and sum them ----------------------
-        s1_valid, s1_first, s1_end, s1_over = Signal(), Signal(), Signal(), Signal()
-        s1_data, s1_keep = Signal(W), Signal(nbytes)
+        s1_valid = Signal()
+        s1_first = Signal()
+        s1_end = Signal()
+        s1_over = Signal()
+        s1_data = Signal(W)
+        s1_keep = Signal(nbytes)
         s1_beat = Signal(beat_bits)
         s1_meta = Signal(meta_shape)
         s1_pick = [{n: Signal(16, name=f"s1_{k}_{n}") for n in picks} for k in range(2)]
@@ -353,7 +357,10 @@ class _ChecksumTask(NetworkTask):
                                             name=f"sum{layer}_{r}")
             layer_info.append(ip_end)
 
-        s2_valid, s2_first, s2_end, s2_over = Signal(), Signal(), Signal(), Signal()
+        s2_valid = Signal()
+        s2_first = Signal()
+        s2_end = Signal()
+        s2_over = Signal()
         s2_meta = Signal(meta_shape)
         s2_pick = [{n: Signal(16, name=f"s2_{k}_{n}") for n in picks} for k in range(2)]
         s2_ip_end = [Signal(pos_bits, name=f"s2_ip_end_{k}") for k in range(2)]
@@ -372,7 +379,8 @@ class _ChecksumTask(NetworkTask):
             m.d.comb += total[k].eq(Mux(s2_first, 0, acc[k]) + s2_sum[k])
             with m.If(s2_valid):
                 m.d.sync += acc[k].eq(total[k])
-        s3_valid, s3_over = Signal(), Signal()
+        s3_valid = Signal()
+        s3_over = Signal()
         s3_meta = Signal(meta_shape)
         s3_pick = [{n: Signal(16, name=f"s3_{k}_{n}") for n in picks} for k in range(2)]
         s3_ip_end = [Signal(pos_bits, name=f"s3_ip_end_{k}") for k in range(2)]
@@ -433,7 +441,9 @@ class _ChecksumTask(NetworkTask):
                 info["s_l4"] = s_l4
             lay.append(info)
 
-        s4_valid, s4_skip_flags, s4_over = Signal(), Signal(), Signal()
+        s4_valid = Signal()
+        s4_skip_flags = Signal()
+        s4_over = Signal()
         s4_meta = Signal(meta_shape)
         m.d.sync += [s4_valid.eq(s3_valid), s4_skip_flags.eq(skip_flags), s4_over.eq(s3_over),
                      s4_meta.eq(s3_meta)]

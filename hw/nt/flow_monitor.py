@@ -238,8 +238,10 @@ class FlowMonitor(NetworkTask):
         # --- the event of a packet: decided on its first beat, fired on its last --------------
         meta = self.i.p.meta
         in_first = Signal(init=1)
-        counted_now, counted = Signal(), Signal()
-        bytes_mode_now, bytes_mode = Signal(), Signal()
+        counted_now = Signal()
+        counted = Signal()
+        bytes_mode_now = Signal()
+        bytes_mode = Signal()
         m.d.comb += [
             counted_now.eq(Mux(in_first,
                                csr.control[0] & (meta.l3_kind[0] != L3Kind.NONE)
@@ -263,11 +265,16 @@ class FlowMonitor(NetworkTask):
         m.d.comb += csr.dropped.eq(0)
 
         # E0: the event registered, with its bucket and sketch columns.
-        e0_valid, e1_valid = Signal(), Signal()
-        e0_key, e1_key = Signal(key_layout), Signal(key_layout)
-        e0_len, e1_len = Signal(LENGTH_BITS), Signal(LENGTH_BITS)
-        e0_bytes, e1_bytes = Signal(), Signal()
-        e0_bucket, e1_bucket = Signal(max(1, bucket_bits)), Signal(max(1, bucket_bits))
+        e0_valid = Signal()
+        e1_valid = Signal()
+        e0_key = Signal(key_layout)
+        e1_key = Signal(key_layout)
+        e0_len = Signal(LENGTH_BITS)
+        e1_len = Signal(LENGTH_BITS)
+        e0_bytes = Signal()
+        e1_bytes = Signal()
+        e0_bucket = Signal(max(1, bucket_bits))
+        e1_bucket = Signal(max(1, bucket_bits))
         e0_cols = [Signal(max(1, column_bits), name=f"e0_col{r}") for r in range(rows)]
         e1_cols = [Signal(max(1, column_bits), name=f"e1_col{r}") for r in range(rows)]
         m.d.sync += [
@@ -366,7 +373,8 @@ class FlowMonitor(NetworkTask):
                          port.en.eq(csr.query | csr.sketch_read)]
             backs.append(port.data)
         # Latched the cycle after the strobe: the ports serve both reads.
-        did_read, did_query = Signal(), Signal()
+        did_read = Signal()
+        did_query = Signal()
         m.d.sync += [did_read.eq(csr.sketch_read), did_query.eq(csr.query)]
         count = Signal(64)
         m.d.comb += count.eq(backs[0])

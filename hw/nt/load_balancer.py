@@ -340,9 +340,12 @@ class L4LoadBalancer(NetworkTask):
         # One entry a VXLAN packet balanced on its inner UDP flow: 1 if the inner checksum is 0.
         m.submodules.zero_fifo = zero_fifo = SyncFIFO(width=1, depth=depth)
 
-        s1_valid, s2_valid, s3_valid = Signal(), Signal(), Signal()
+        s1_valid = Signal()
+        s2_valid = Signal()
+        s3_valid = Signal()
         s1_beat, s2_beat, s3_beat = (Signal(beat_layout, name=f"s{k}_beat") for k in (1, 2, 3))
-        s1_first, s2_first = Signal(), Signal()
+        s1_first = Signal()
+        s2_first = Signal()
         in_first = Signal(init=1)
         advance = Signal()
         m.d.comb += [advance.eq(~s3_valid | fifo.w_rdy), self.i.ready.eq(advance)]
@@ -356,7 +359,8 @@ class L4LoadBalancer(NetworkTask):
         meta = s1_beat.meta
         flow = meta.flow
         inner = Signal()
-        l3k, l4k = Signal(2), Signal(2)
+        l3k = Signal(2)
+        l4k = Signal(2)
         decide = Signal()
         control = Signal(3)
         m.d.comb += [
@@ -372,7 +376,8 @@ class L4LoadBalancer(NetworkTask):
                       & (~control[1] | (flow.dport == csr.vip_port))
                       & (~control[2] | (flow.proto == csr.vip_proto))),
         ]
-        s2_apply, s3_apply = Signal(), Signal()
+        s2_apply = Signal()
+        s3_apply = Signal()
 
         with m.If(advance):
             m.d.sync += [

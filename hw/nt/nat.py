@@ -452,7 +452,8 @@ class NatTranslator(NetworkTask):
 
         s1_valid = Signal()
         s1_meta = Signal(meta_shape)
-        s1_skip, s1_l4 = Signal(), Signal()
+        s1_skip = Signal()
+        s1_l4 = Signal()
         s1_hit = {t: Signal(name=f"s1_{t}_hit") for t in NAT_TABLES}
         s1_index = {t: Signal(6, name=f"s1_{t}_index") for t in NAT_TABLES}
         s1_addr = {t: Signal(32, name=f"s1_{t}_addr") for t in NAT_TABLES}
@@ -529,13 +530,18 @@ class NatTranslator(NetworkTask):
 
         s2_valid = Signal()
         s2_meta = Signal(meta_shape)
-        s2_skip, s2_l4, s2_outer, s2_tcp = Signal(), Signal(), Signal(), Signal()
+        s2_skip = Signal()
+        s2_l4 = Signal()
+        s2_outer = Signal()
+        s2_tcp = Signal()
         s2_hit = {t: Signal(name=f"s2_{t}_hit") for t in NAT_TABLES}
         s2_rewrite = {t: Signal(name=f"s2_{t}_rewrite") for t in NAT_TABLES}
         s2_old = {k: Signal(len(v), name=f"s2_old_{k}") for k, v in old.items()}
         s2_new = {k: Signal(len(v), name=f"s2_new_{k}") for k, v in old.items()}
-        s2_ip_old, s2_ip_new = Signal(16), Signal(16)
-        s2_l4_old, s2_l4_new = Signal(16), Signal(16)
+        s2_ip_old = Signal(16)
+        s2_ip_new = Signal(16)
+        s2_l4_old = Signal(16)
+        s2_l4_new = Signal(16)
         s2_outer_csum = Signal(16)
         s2_l3 = Signal(pos_bits)
         s2_pos = {n: Signal(pos_bits, name=f"s2_pos_{n}") for n in s0_pos}

@@ -255,7 +255,9 @@ class Realigner(wiring.Component):
             v_meta.eq(Mux(idle, x_meta, c_meta)),
             v_prev_keep.eq(Mux(idle, 0, c_prev_keep)),
         ]
-        ep_pre, ep_stream, ep_flush = Signal(), Signal(), Signal()
+        ep_pre = Signal()
+        ep_stream = Signal()
+        ep_flush = Signal()
         m.d.comb += [
             ep_pre.eq(Mux(idle, x_valid & (x_drop == 0) & (x_pre != 0), phase == Phase.PRE)),
             ep_stream.eq(Mux(idle, x_valid & (x_drop == 0) & (x_pre == 0),
@@ -266,7 +268,9 @@ class Realigner(wiring.Component):
         # ---- the window: previous beat's top s bytes, then the current beat's low bytes ------
         # Only a streamed beat and a live previous beat contribute (their bytes outside keep
         # are zero): a flush beat's padding must read zero.
-        lo_data, hi_data, hi_keep = Signal(8 * W), Signal(8 * W), Signal(W)
+        lo_data = Signal(8 * W)
+        hi_data = Signal(8 * W)
+        hi_keep = Signal(W)
         m.d.comb += [
             lo_data.eq(Mux(v_prev_keep.any(), c_prev_data, 0)),
             hi_data.eq(Mux(ep_stream, x_data, 0)),
@@ -275,7 +279,8 @@ class Realigner(wiring.Component):
         both_data = _shift_lanes_up(m, Cat(lo_data, hi_data), v_s, 8, "rot_data")
         both_keep = _shift_lanes_up(m, Cat(v_prev_keep, hi_keep), v_s, 1, "rot_keep")
         spill_keep = _shift_lanes_up(m, Cat(x_keep, Const(0, W)), v_s, 1, "spill_keep")
-        w_data, w_keep = Signal(8 * W), Signal(W)
+        w_data = Signal(8 * W)
+        w_keep = Signal(W)
         m.d.comb += [
             w_data.eq(both_data[8 * W:]),
             w_keep.eq(both_keep[W:]),
@@ -296,7 +301,9 @@ class Realigner(wiring.Component):
             fill_keep.eq(~(Const(2 ** W - 1, W) << fill_lanes)),
             more_fill.eq(v_frem > W),
         ]
-        out_data, out_keep, out_last = Signal(8 * W), Signal(W), Signal()
+        out_data = Signal(8 * W)
+        out_keep = Signal(W)
+        out_last = Signal()
         m.d.comb += [
             out_keep.eq(w_keep | fill_keep),
             out_data.eq((v_head[:8 * W] & head_mask) | (w_data & ~head_mask)),

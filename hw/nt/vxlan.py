@@ -343,7 +343,9 @@ class VxlanDecap(NetworkTask):
         inner = Signal.like(meta.inner_l2_off)
         tags_end = Signal.like(meta.payload_off)
         inner_tags = Signal.like(meta.payload_off)
-        vxlan, mismatch, applies = Signal(), Signal(), Signal()
+        vxlan = Signal()
+        mismatch = Signal()
+        applies = Signal()
         m.d.comb += [
             inner.eq(meta.inner_l2_off),
             tags_end.eq(Mux(meta.l3_kind[1] != 0, meta.l3_off[1], meta.payload_off)),
@@ -391,10 +393,14 @@ class VxlanDecap(NetworkTask):
         # ---- metadata patch from the inner frame's first bytes ---------------------------------
         src, window = win.o, win.window
         p_mid = Signal()
-        o_valid, o_last = Signal(), Signal()
+        o_valid = Signal()
+        o_last = Signal()
         o_data, o_keep = Signal.like(src.p.data), Signal.like(src.p.keep)
-        o_meta, held = Signal(self.meta_layout), Signal(self.meta_layout)
-        can_load, take, first = Signal(), Signal(), Signal()
+        o_meta = Signal(self.meta_layout)
+        held = Signal(self.meta_layout)
+        can_load = Signal()
+        take = Signal()
+        first = Signal()
         m.d.comb += [
             first.eq(~p_mid),
             can_load.eq(~o_valid | self.o.ready),

@@ -105,7 +105,8 @@ class Yieldable(wiring.Component):
         self.inventory = inv
         self.read_port_signals = []
         y = self.yld
-        stopped, run = Signal(), Signal()
+        stopped = Signal()
+        run = Signal()
         # A trap freezes the component on the cycle after its print executed (the arguments
         # were latched at that edge) and holds it until software clears its `fired` flag.
         trapped = Signal()

@@ -81,12 +81,12 @@ class FlowMonitorModel(TaskModel):
         """The table memory (one row a bucket), the sketch memories (one a row) and
         ``collisions``. At a packet boundary no event is in the E0/E1 pipeline: an event enters
         E0 with its packet's last beat into the output register, and the stop waits for that
-        beat to leave, by when the event has been written (E1 is checked; E0's registers are
-        unnamed). The bypass registers only repeat a write already in the memories. A clear
+        beat to leave, by when the event has been written (both stages are checked). The bypass registers only repeat a write already in the memories. A clear
         under way is completed here: its sweep ends with everything zero."""
-        if values["e1_valid"]:
-            raise StateBridgeError("flow_monitor: a flow event is in flight (e1_valid): stop "
-                                   "it at a packet boundary")
+        busy = [name for name in ("e0_valid", "e1_valid") if values[name]]
+        if busy:
+            raise StateBridgeError(f"flow_monitor: a flow event is in flight "
+                                   f"({', '.join(busy)}): stop it at a packet boundary")
         self.clear()
         if values["clearing"]:
             return

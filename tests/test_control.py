@@ -645,7 +645,8 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         assert nic.tables[2] == [5] * 16
         # To the Python model and back (the region suspended first).
         moved = dict(nic.states[(5, "metered")])
-        assert snic(["state", "suspend", "--region", "5", "--socket", str(sock)]) == 0
+        assert snic(["suspend", "--region", "5", "--socket", str(sock)]) == 0
+        assert "region 5: metered stopped at a packet boundary" in capsys.readouterr().out
         model_file = short / "metered.pkl"
         assert snic(["state", "to-model", "--region", "5", "--out", str(model_file),
                      "--socket", str(sock)]) == 0
@@ -655,7 +656,7 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
                      "--socket", str(sock)]) == 0
         assert "state loaded from the model" in capsys.readouterr().out
         assert nic.states[(5, "metered")] == moved
-        assert snic(["state", "resume", "--region", "5", "--socket", str(sock)]) == 0
+        assert snic(["resume", "--region", "5", "--socket", str(sock)]) == 0
         fails(["state", "to-model", "--region", "5"], "to-model needs --out FILE")
         fails(["state", "from-model", str(short / "none.pkl"), "--region", "5"],
               "cannot read model file")

@@ -11,6 +11,7 @@
     snic undeploy --tenant T [--socket PATH | --port N]
     snic state suspend|resume|capture|restore|traps|to-model|from-model --region R
                                               a region's chain state, or its Python model
+    snic suspend|resume --region R            short for snic state suspend|resume
     snic migrate --tenant T --from R --to R2   move a chain instance and its state, live
     snic deploy SPEC --tenant T --share R     time-share region R with its tenant(s)
     snic switch --region R --tenant T         context switch of a time-shared region
@@ -476,6 +477,19 @@ def main(argv=None):
                                             "to-model: write the model here (pickle)")
     _control_arguments(p)
     p.set_defaults(func=cmd_state)
+
+    # `snic suspend` and `snic resume`: short for `snic state suspend|resume`.
+    for action, text in (("suspend", "stop a region's chain (at a packet boundary, drained)"),
+                         ("resume", "run a suspended region's chain again")):
+        p = sub.add_parser(action, help=text + " (snic state " + action + ")")
+        p.add_argument("--region", type=int, required=True, help="region index")
+        if action == "suspend":
+            p.add_argument("--now", action="store_true",
+                           help="stop at once, not at the next packet boundary")
+        _control_arguments(p)
+        p.set_defaults(func=cmd_state, action=action, file=None, out=None)
+        if action == "resume":
+            p.set_defaults(now=False)
 
     p = sub.add_parser("migrate", help="move a tenant's chain instance to a free region with "
                                        "its state, traffic flowing (needs nic.yieldable)")

@@ -125,6 +125,26 @@ class Yieldable(wiring.Component):
 
         items = iter(smap.items)
         words = []              # (address, value slice) of every register word, for reads
+        # Register words (flip-flops, then read-port registers) take addresses 0..n-1: a
+        # write selects one through one-hot decodes of 4-bit address digits (one small AND a
+        # word instead of a full address compare), and reads go through a binary mux tree.
+        n_regs = sum(i.words for i in smap.items if i.kind != "mem")
+        levels = max(1, (n_regs - 1).bit_length())
+        aw = len(y.addr)
+        reg_wr = Signal()
+        m.d.comb += reg_wr.eq(wr & (y.addr[levels:] == 0) if aw > levels else wr)
+        digits = []
+        for lo in range(0, levels, 4):
+            hi = min(levels, lo + 4)
+            onehot = Signal(1 << (hi - lo), name=f"state_addr_{lo}_onehot")
+            m.d.comb += onehot.eq(Cat(y.addr[lo:hi] == k for k in range(1 << (hi - lo))))
+            digits.append((lo, hi, onehot))
+
+        def hit(addr):
+            h = Signal(name=f"state_write_{addr}")
+            m.d.comb += h.eq(reg_wr & Cat(onehot[(addr >> lo) & ((1 << (hi - lo)) - 1)]
+                                          for lo, hi, onehot in digits).all())
+            return h
 
         # Flip-flops: writes go into the fragment that drives the signal.
         by_fragment = {}
@@ -137,7 +157,7 @@ class Yieldable(wiring.Component):
                 for w in range(item.words):
                     lo, hi = w * W, min(len(sig), (w + 1) * W)
                     words.append((item.addr + w, sig[lo:hi]))
-                    with scratch.If(wr & (y.addr == item.addr + w)):
+                    with scratch.If(hit(item.addr + w)):
                         scratch.d.sync += sig[lo:hi].eq(y.wdata[:hi - lo])
             f.add_statements("sync", *Fragment.get(scratch, None).statements["sync"])
 
@@ -165,21 +185,23 @@ class Yieldable(wiring.Component):
                 for w in range(item.words):
                     lo, hi = w * W, min(len(seen), (w + 1) * W)
                     words.append((item.addr + w, seen[lo:hi]))
-                    with m.If(wr & (y.addr == item.addr + w)):
+                    with m.If(hit(item.addr + w)):
                         m.d.sync += [hold[lo:hi].eq(y.wdata[:hi - lo]), held.eq(1)]
 
         # Memories: reached through their own ports while frozen.
         rdata_regs = Signal(W)
         word = Signal(W)
-        with m.Switch(y.addr):
-            for addr, value in words:
-                with m.Case(addr):
-                    m.d.comb += word.eq(value)
+        assert [a for a, _ in words] == list(range(n_regs))
+        level = [Cat(value, Const(0, W - len(value))) for _, value in words]
+        level += [Const(0, W)] * ((1 << levels) - len(level))
+        for b in range(levels):
+            level = [Mux(y.addr[b], level[2 * k + 1], level[2 * k])
+                     for k in range(len(level) // 2)]
+        m.d.comb += word.eq(level[0])
         m.d.sync += rdata_regs.eq(word)
         rdata = rdata_regs
         max_row_words = max((i.words for i in smap.items if i.kind == "mem"), default=1)
         rowbuf = Signal(max(1, (max_row_words - 1) * W))
-        aw = len(y.addr)
         for _path, mem in inv.memories:
             item = next(items)
             row_bits = (item.stride - 1).bit_length()

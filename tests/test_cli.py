@@ -163,20 +163,21 @@ def test_build_writes_the_nic_and_its_personalities(tmp_path, capsys):
                          "scheduler", "store"]
     assert "region4" in names and "r1_secure_cipher" in names
     assert [[p["name"] for p in r] for r in design["regions"]] == [
-        ["web"], ["web", "secure"], ["secure"], ["metered"], ["monitoring"]]
+        ["web"], ["web", "secure"], ["secure"], ["metered"], ["monitoring"], ["metered"]]
     # One stand-alone module per personality, behind the region interface (i, o, and each
     # NT's register port), for a vendor partial-reconfiguration flow.
     for chain in ("web", "secure", "metered", "monitoring"):
         text = (out / f"nic_test_personality_{chain}.v").read_text()
         assert f"module nic_test_personality_{chain}(" in text and "i__payload" in text
-    # The metered region is under the state-yielding transform (nic.yieldable = [3]): its
-    # personality has the state port, and a map of its words named as in that Verilog.
+    # The metered regions are under the state-yielding transform (nic.yieldable = [3, 5]):
+    # the personality has the state port, and a map of its words named as in that Verilog.
     text = (out / "nic_test_personality_metered.v").read_text()
     assert "yld__stop" in text and "yld__rdata" in text
     smap = json.loads((out / "nic_test_personality_metered.statemap.json").read_text())
     assert smap["words"] > 0 and all(item["rtl"] for item in smap["items"])
-    assert list(design["state_maps"]) == ["region3"]
-    assert design["state_maps"]["region3"]["metered"]["words"] == smap["words"]
+    assert list(design["state_maps"]) == ["region3", "region5"]
+    for region in ("region3", "region5"):
+        assert design["state_maps"][region]["metered"]["words"] == smap["words"]
     assert "yld__stop" not in (out / "nic_test_personality_web.v").read_text()
     printed = capsys.readouterr().out
     assert "region personality" in printed and "state map of" in printed

@@ -17,10 +17,18 @@ from ..sim.build import cache_root
 from ..sim.session import (chain_simulator, design_simulator, passthrough_simulator, quiet_fds,
                            run_bench, task_simulator)
 
-__all__ = ["nt_bench", "nt_show", "example_chains"]
+__all__ = ["nt_bench", "nt_show", "example_chains", "standalone_config"]
 
 WIDTHS = (512, 64)
 SIZES = (64, 1500)
+
+
+def standalone_config(config, width):
+    """The configuration benches build a parser or a chain alone with: the defaults at
+    ``width`` with ``config``'s header window (the name and the NIC's settings would only
+    make another build of the same design)."""
+    from ..hw.config import DesignConfig
+    return DesignConfig(data_width=width, header_bytes=config.header_bytes)
 
 
 def example_chains():
@@ -77,8 +85,10 @@ def nt_bench(config, console, quick, only=None):
         for path in chains:
             name = path.stem
             for width in WIDTHS:
-                # The baseline is the parser alone, whatever top level the configuration builds.
-                cfg = config.with_(data_width=width, regions=())
+                # The baseline is the parser alone, whatever top level the configuration builds;
+                # both designs from the plain configuration of that width (and the user's
+                # header window): the chain and parser tests build the same ones.
+                cfg = standalone_config(config, width)
                 status.update(f"chain {name}: building {width}-bit...")
                 with quiet_fds(log):
                     sim = chain_simulator(path, cfg, progress=status.update)

@@ -36,7 +36,7 @@ def _parser_bench(config, console, quick):
         for width in (64, 512):
             # The parser alone, whatever top level the configuration builds (the NIC's parsers
             # are this one).
-            cfg = config.with_(data_width=width, regions=())
+            cfg = standalone_config(config, width)
             with quiet_fds(log):
                 dut = design_simulator(cfg, progress=status.update)
                 base = passthrough_simulator(width, progress=status.update)
@@ -91,7 +91,7 @@ def _harness_show(result, console):
                   f"{result['stock_cycles_per_second']:,} cycles/s: {result['speedup']}x")
 
 
-from .bench_nt import nt_bench, nt_show  # noqa: E402
+from .bench_nt import nt_bench, nt_show, standalone_config  # noqa: E402
 from .bench_transform import transform_bench, transform_show  # noqa: E402
 from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
                         scaling_bench, scaling_show)

@@ -86,13 +86,19 @@ def test_build_id_tracks_configuration():
     assert a.build_id != b.build_id and a.build_id == DesignConfig().build_id
 
 
-@pytest.mark.parametrize("name", ["harness", "parser"])
+@pytest.mark.parametrize("name", ["harness", "parser", "device"])
 def test_bench_prints_one_json_object(name, capsys):
     assert main(["bench", name, "--json", "--quick"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["benchmark"] == name
     if name == "harness":
         assert result["lean_cycles"] == result["stock_cycles"] > 0
+    elif name == "device":
+        # Both rates measured in the run, and the ratio is theirs.
+        assert result["device_cycles_per_s"] > 0 and result["cocotb_cycles_per_s"] > 0
+        assert result["speedup"] == pytest.approx(
+            result["device_cycles_per_s"] / result["cocotb_cycles_per_s"], rel=0.01)
+        assert result["delivered"] > 0
     else:
         for width in ("64", "512"):
             for size in ("64B", "1500B"):

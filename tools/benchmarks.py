@@ -91,6 +91,34 @@ def _harness_show(result, console):
                   f"{result['stock_cycles_per_second']:,} cycles/s: {result['speedup']}x")
 
 
+def _device_bench(config, console, quick):
+    """The virtual device (Verilator behind the C++ harness, no Python per cycle) against
+    cocotb, same design and traffic: the web chain at 64 bits (the bench in
+    sim/vdev/bench.py; the NIC's own figure is still to come)."""
+    from ..sim.vdev.bench import _CHAINS, cocotb_rate, device_rate
+    log = cache_root() / "logs" / "bench-device.log"
+    path, width, packets = _CHAINS / "web.toml", 64, 400 if quick else 4000
+    with console.status("device bench") as status:
+        with quiet_fds(log):
+            status.update(f"virtual device: web chain, {width}-bit, {packets} packets...")
+            device = device_rate(path, width, packets, progress=status.update)
+            status.update(f"cocotb: web chain, {width}-bit, {packets} packets...")
+            cocotb = cocotb_rate(path, width, packets, progress=status.update)
+    return {"benchmark": "device", "design": f"chain web, {width}-bit", "packets": packets,
+            "log": str(log),
+            "device_cycles_per_s": round(device["cycles_per_s"]),
+            "device_idle_cycles_per_s": round(device["idle_cycles_per_s"]),
+            "cocotb_cycles_per_s": round(cocotb["cycles_per_s"]),
+            "speedup": round(device["cycles_per_s"] / cocotb["cycles_per_s"], 1),
+            "delivered": device["delivered"]}
+
+
+def _device_show(result, console):
+    console.print(f"{result['design']}: virtual device {result['device_cycles_per_s']:,} "
+                  f"cycles/s busy ({result['device_idle_cycles_per_s']:,} idle), cocotb "
+                  f"{result['cocotb_cycles_per_s']:,} cycles/s: {result['speedup']}x")
+
+
 from .bench_nt import nt_bench, nt_show, standalone_config  # noqa: E402
 from .bench_transform import transform_bench, transform_show  # noqa: E402
 from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
@@ -116,6 +144,9 @@ BENCHMARKS = {
     "latency": Benchmark(
         "cycles the classifier, queues, scheduler, store and egress add to a 3-NT chain at "
         "512 bits, vs the chain alone behind its parser", latency_bench, latency_show),
+    "device": Benchmark(
+        "simulated cycles/s of the virtual device (no Python per cycle) vs cocotb on the same "
+        "design and traffic (the web chain at 64 bits)", _device_bench, _device_show),
     "transform": Benchmark(
         "the state-yielding transform per NT: ECP5/UltraScale+ area and ECP5 fmax with and "
         "without, beats/cycle with and without, stop latency and state capture/restore "

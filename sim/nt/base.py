@@ -11,7 +11,8 @@ import copy
 
 from ..traffic import build, random_packets, random_spec
 
-__all__ = ["TaskModel", "StateBridgeError", "unpack", "pack", "SKIP_FLAGS", "skips", "exact_size_frames", "light_frames",
+__all__ = ["TaskModel", "StateBridgeError", "SKIP_FLAGS", "skips", "exact_size_frames",
+           "light_frames",
            "LIGHT_MIX", "KEPT_FIELDS", "contract_differences"]
 
 #: Parse errors known on the first beat; a packet with one of them is passed unchanged.
@@ -162,13 +163,3 @@ class TaskModel:
 class StateBridgeError(ValueError):
     """A state cannot move between an NT's hardware and its model."""
 
-
-def unpack(layout, value):
-    """``{field: value}`` of a packed ``value`` of the Amaranth struct ``layout`` (a state item
-    of that layout, as :meth:`StateMap.decode` gives it)."""
-    return {name: value >> f.offset & ((1 << f.width) - 1) for name, f in layout}
-
-
-def pack(layout, fields):
-    """The inverse of :func:`unpack`."""
-    return sum(fields[name] << f.offset for name, f in layout)

@@ -4,9 +4,10 @@ rows, updated packet by packet in order, as plainly as the rules read."""
 from ...hw.nt.flow_monitor import (FlowMonitorConfig, entry_layout, sketch_column, sketch_input,
                                    sketch_matrix)
 from ...hw.parser.meta import TOEPLITZ_KEY, L3Kind
+from ..layout_codec import decode, encode
 from ..toeplitz import flow_hash_input, toeplitz
 from ..traffic import random_packets
-from .base import StateBridgeError, TaskModel, exact_size_frames, light_frames, pack, unpack
+from .base import StateBridgeError, TaskModel, exact_size_frames, light_frames
 
 __all__ = ["FlowMonitorModel", "flow_key", "query_hash"]
 
@@ -92,9 +93,9 @@ class FlowMonitorModel(TaskModel):
             return
         self.collisions = values["csr__collisions"]
         for bucket, row in enumerate(values["table"]):
-            entry = unpack(_ENTRY, row)
+            entry = decode(_ENTRY, row)
             if entry["valid"]:
-                flow = unpack(_ENTRY["key"].shape, entry["key"])
+                flow = entry["key"]
                 self.table[bucket] = [tuple(flow[f] for f in _KEY_FIELDS), entry["packets"],
                                       entry["bytes"]]
                 # The flows verify_hardware queries: the hardware keeps no list of the flows
@@ -108,7 +109,6 @@ class FlowMonitorModel(TaskModel):
         registers, which would stand for the memories' old contents."""
         values["clearing"] = 0
         values["csr__collisions"] = self.collisions
-        key_shape = _ENTRY["key"].shape
         rows = []
         for bucket in range(self.params["entries"]):
             entry = self.table.get(bucket)
@@ -116,8 +116,8 @@ class FlowMonitorModel(TaskModel):
                 rows.append(0)
                 continue
             key, packets, nbytes = entry
-            rows.append(pack(_ENTRY, {"valid": 1, "packets": packets, "bytes": nbytes,
-                                       "key": pack(key_shape, dict(zip(_KEY_FIELDS, key)))}))
+            rows.append(encode(_ENTRY, {"valid": 1, "packets": packets, "bytes": nbytes,
+                                        "key": dict(zip(_KEY_FIELDS, key))}))
         values["table"] = rows
         values["bypass_valid"] = 0
         for r, row in enumerate(self.sketch):

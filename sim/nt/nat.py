@@ -9,9 +9,10 @@ import random
 
 from ...hw.nt.nat import NAT_TABLES, PROTO_TCP, PROTO_UDP, NatConfig, NatEntry, _entry_layout
 from ...hw.parser.meta import L3Kind, L4Kind
+from ..layout_codec import decode
 from ..parser_model import ParserModel
 from ..traffic import random_packets
-from .base import StateBridgeError, TaskModel, exact_size_frames, unpack
+from .base import StateBridgeError, TaskModel, exact_size_frames
 from .checksum import checksum_update, udp_checksum_update
 
 __all__ = ["NatModel", "TEST_SIZES", "draw_frames"]
@@ -190,7 +191,7 @@ class NatModel(TaskModel):
         for t in NAT_TABLES:
             entries = getattr(self.config, t)
             for k in range(self.params[f"{t}_entries"]):
-                slot = unpack(_entry_layout(), values[f"{t}{k}"])
+                slot = decode(_entry_layout(), values[f"{t}{k}"])
                 entry = entries[k] if k < len(entries) else None
                 if _slot_entry(slot) != entry:
                     raise StateBridgeError(

@@ -12,9 +12,10 @@ from ...hw.nt.rate_limiter import (
     _COUNTERS, RATE_FRACTION_BITS, TOKEN_BITS, Action, Bucket, ClassKind, RateLimiter,
     RateLimiterConfig, TrafficClass, _config_layout, _Op, _op_layout, packet_bytes)
 from ...hw.parser.meta import L3Kind
+from ..layout_codec import decode
 from ..parser_model import ParserModel
 from ..traffic import random_packets
-from .base import StateBridgeError, TaskModel, exact_size_frames, skips, unpack
+from .base import StateBridgeError, TaskModel, exact_size_frames, skips
 from .checksum import checksum_update
 
 __all__ = ["RateLimiterModel", "mark_ce", "class_keys"]
@@ -196,13 +197,13 @@ class RateLimiterModel(TaskModel):
         self.now = values["now"] if values["now_valid"] else None
         bb = RateLimiter._bucket_bits(self.params)
         for k in range(1, 7):
-            op = unpack(_op_layout(bb), values[f"s{k}_op"])
+            op = decode(_op_layout(bb), values[f"s{k}_op"])
             b = op["bucket"]
             if op["kind"] == _Op.PACKET:
                 raise StateBridgeError(f"a packet operation is in stage {k} of the rate "
                                        f"limiter: stop it at a packet boundary")
             if op["kind"] == _Op.INIT:          # the new configuration is in config_mem
-                burst = unpack(_config_layout(), values["config_mem"][b])["burst"]
+                burst = decode(_config_layout(), values["config_mem"][b])["burst"]
                 self.tokens[b] = burst << RATE_FRACTION_BITS
                 self.last[b] = op["ts"]
                 self.counts[b] = dict.fromkeys(_COUNTERS, 0)
@@ -210,7 +211,7 @@ class RateLimiterModel(TaskModel):
                 if k == 5:
                     refill, burst = values["s5_refill"], values["s5_burst"]
                 else:
-                    config = unpack(_config_layout(), values[f"s{k}_config"])
+                    config = decode(_config_layout(), values[f"s{k}_config"])
                     product = (config["rate"] * values["s3_elapsed"] if k == 3
                                else values["s4_product"])
                     refill = min(product, 2 ** TOKEN_BITS)

@@ -27,6 +27,7 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
+from supernic.driver.control import chain_writes
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
 from supernic.driver.migration import configuration_registers, move_instance
 from supernic.driver.state import RegionState
@@ -112,15 +113,9 @@ async def deploy(bus, regmap, design, deployment, shape, policy, rng, shared=())
         if t in shared:
             continue
         for r in deployment.regions[t]:
-            for block, reg, value in nt_writes(spec, r):
+            for block, reg, value in chain_writes(spec, r):
                 await write_register(bus, regmap, block, reg, value)
     return classifier
-
-
-def nt_writes(spec, region):
-    """``[(block, register, value)]`` configuring ``spec``'s NTs in ``region``."""
-    return [(f"r{region}_{spec.name}_{node.name}", reg, value) for node in spec.node_list()
-            for reg, value in node.config.register_writes(node.params)]
 
 
 def time_share_variant(spec, key):
@@ -178,7 +173,7 @@ async def random_traffic(dut):
     if shared:
         share = TimeShare(bus, design, share_region, wait=lambda: ClockCycles(dut.clk, 16))
         for t in shared:
-            await share.add(t, nt_writes(deployment.chains[t], share_region))
+            await share.add(t, chain_writes(deployment.chains[t], share_region))
     model = NicModel(deployment, classifier, shape.ports, width, hbytes)
     if shared:
         model.time_shared.add(share_region)
@@ -421,63 +416,59 @@ async def suspend_and_restore(bus, design, run, regions, after, rng, report):
     """With traffic flowing, through the driver (sw/driver/state.py): suspend each region's
     personality at a packet boundary, capture its state, overwrite it with random words,
     restore the capture, check it reads back equal, migrate it to the chain's Python model
-    (whose counters must equal the NTs' registers) and back, and resume. The run's output must still
-    equal the model's: any state lost or restored wrong shows there."""
+    (whose counters must equal the NTs' registers) and back, and resume. The run's output must
+    still equal the model's: any state lost or restored wrong shows there. (The run is held
+    open by the sequence of steps that calls this.)"""
     clk = run.dut.clk
-    while sum(len(a) for a in run.accept_cycles) < after:
+    while run.accepted < after:
         await RisingEdge(clk)
-    run.holding += 1        # the run must not end while a region is stopped
-    try:
-        for r in regions:
-            region = RegionState(bus, design, r, wait=lambda: ClockCycles(clk, 16))
-            start = run.cycles
-            name = await region.suspend(at_boundary=True)
-            stopped_at = run.cycles
-            snapshot = await region.capture()
-            junk = [rng.getrandbits(32) for _ in snapshot["words"]]
-            await region.restore({**snapshot, "words": junk})
-            await region.restore(snapshot)
-            again = await region.capture()
-            # To the chain's Python model and back: the model must report what the NTs'
-            # registers read now, and the hardware runs on from the model's state (the run's
-            # output and counters are checked against the NIC model).
-            model, snapshot = await region.to_model()
-            differences = {}
-            for node, nt_model in model.models.items():
-                block = f"r{r}_{name}_{node}"
-                want = nt_model.counters()
-                got = {k: await read_register(bus, design["registers"], block, k)
-                       for k in want}
-                if got != want:
-                    differences[block] = {"hw": got, "model": want}
-            await region.from_model(model, snapshot)
-            await region.resume()
-            report.append({
-                "region": r, "personality": name, "words": len(snapshot["words"]),
-                "stop_cycles": stopped_at - start, "stopped_cycles": run.cycles - stopped_at,
-                "restored_equal": again["words"] == snapshot["words"],
-                "done_at_input": sum(len(a) for a in run.accept_cycles),
-                "model_counters": differences or "equal"})
-    finally:
-        run.holding -= 1
-        run.last_out = run.cycles
+    for r in regions:
+        region = RegionState(bus, design, r, wait=lambda: ClockCycles(clk, 16))
+        start = run.cycles
+        name = await region.suspend(at_boundary=True)
+        stopped_at = run.cycles
+        snapshot = await region.capture()
+        junk = [rng.getrandbits(32) for _ in snapshot["words"]]
+        await region.restore({**snapshot, "words": junk})
+        await region.restore(snapshot)
+        again = await region.capture()
+        # To the chain's Python model and back: the model must report what the NTs'
+        # registers read now, and the hardware runs on from the model's state (the run's
+        # output and counters are checked against the NIC model).
+        model, taken = await region.to_model()
+        differences = {}
+        for node, nt_model in model.models.items():
+            block = f"r{r}_{name}_{node}"
+            want = nt_model.counters()
+            got = {k: await read_register(bus, design["registers"], block, k)
+                   for k in want}
+            if got != want:
+                differences[block] = {"hw": got, "model": want}
+        await region.from_model(model, taken)
+        await region.resume()
+        report.append({
+            "region": r, "personality": name, "words": len(snapshot["words"]),
+            "stop_cycles": stopped_at - start, "stopped_cycles": run.cycles - stopped_at,
+            "restored_equal": again["words"] == snapshot["words"],
+            "done_at_input": run.accepted,
+            "model_counters": differences or "equal"})
 
 
 async def switch_context(share, tenant, run, after, report):
     """A context switch of the time-shared region (sw/driver/timeshare.py) to ``tenant``."""
-    while sum(len(a) for a in run.accept_cycles) < after:
+    while run.accepted < after:
         await RisingEdge(run.dut.clk)
     start = run.cycles
     await share.switch(tenant)
     report.append({"to": tenant, "cycles": run.cycles - start,
-                   "done_at_input": sum(len(a) for a in run.accept_cycles)})
+                   "done_at_input": run.accepted})
 
 
 async def drain_shared(share, tenants, run, bus, regmap, total, report):
     """Once every packet went in: switch between the sharing tenants until none has packets
     queued (a held tenant's queue waits for its turn)."""
     clk = run.dut.clk
-    while sum(len(a) for a in run.accept_cycles) < total:
+    while run.accepted < total:
         await ClockCycles(clk, 64)
     for _ in range(16):
         backlog = {t: await read_register(bus, regmap, "scheduler", f"t{t}_backlog_beats")
@@ -498,32 +489,28 @@ async def migrate(bus, design, deployment, shape, migration, run, after):
     """Move a tenant's chain instance to a spare region with traffic flowing, as the control
     plane does (``ControlPlane.migrate``): copy the source's NT configuration and region cost
     to the target, then :func:`~supernic.driver.migration.move_instance` re-points the flow
-    buckets and moves the state. Starts once ``after`` packets went in."""
+    buckets and moves the state. Starts once ``after`` packets went in. (The run is held open
+    by the sequence of steps that calls this.)"""
     clk, regmap, cfg = run.dut.clk, design["registers"], design["config"]
-    while sum(len(a) for a in run.accept_cycles) < after:
+    while run.accepted < after:
         await RisingEdge(clk)
-    run.holding += 1        # the run must not end while a region is stopped
-    try:
-        source, target, tenant = (migration[k] for k in ("source", "target", "tenant"))
-        chain = deployment.chains[tenant].name
-        for block, reg in configuration_registers(design, source, chain):
-            await write_register(bus, regmap, block.replace(f"r{source}_", f"r{target}_", 1),
-                                 reg, await read_register(bus, regmap, block, reg))
-        await write_register(bus, regmap, "scheduler", f"r{target}_cost",
-                             await read_register(bus, regmap, "scheduler", f"r{source}_cost"))
+    source, target, tenant = (migration[k] for k in ("source", "target", "tenant"))
+    chain = deployment.chains[tenant].name
+    for block, reg in configuration_registers(design, source, chain):
+        await write_register(bus, regmap, block.replace(f"r{source}_", f"r{target}_", 1),
+                             reg, await read_register(bus, regmap, block, reg))
+    await write_register(bus, regmap, "scheduler", f"r{target}_cost",
+                         await read_register(bus, regmap, "scheduler", f"r{source}_cost"))
 
-        async def repoint():
-            deployment.regions[tenant] = [target if r == source else r
-                                          for r in deployment.regions[tenant]]
-            await _write_tables(bus, regmap, shape, cfg, deployment, tenant, clk)
-        start = run.cycles
-        report = await move_instance(bus, design, source, target, repoint,
-                                     wait=lambda: ClockCycles(clk, 16))
-        migration.update(words=report["words"], cycles=run.cycles - start,
-                         done_at_input=sum(len(a) for a in run.accept_cycles))
-    finally:
-        run.holding -= 1
-        run.last_out = run.cycles
+    async def repoint():
+        deployment.regions[tenant] = [target if r == source else r
+                                      for r in deployment.regions[tenant]]
+        await _write_tables(bus, regmap, shape, cfg, deployment, tenant, clk)
+    start = run.cycles
+    report = await move_instance(bus, design, source, target, repoint,
+                                 wait=lambda: ClockCycles(clk, 16))
+    migration.update(words=report["words"], cycles=run.cycles - start,
+                     done_at_input=run.accepted)
 
 
 def reconfiguration(design, deployment):
@@ -549,7 +536,7 @@ async def reconfigure(bus, regmap, design, deployment, shape, move, run, after, 
     then stays offline for its reconfiguration time), then add the region to the second
     tenant's buckets and commit."""
     cfg = design["config"]
-    while sum(len(a) for a in run.accept_cycles) < after:
+    while run.accepted < after:
         await RisingEdge(run.dut.clk)
     r, giver, taker = move["region"], move["from_tenant"], move["to_tenant"]
     deployment.regions[giver] = [x for x in deployment.regions[giver] if x != r]
@@ -569,7 +556,7 @@ async def reconfigure(bus, regmap, design, deployment, shape, move, run, after, 
     await write_register(bus, regmap, "scheduler", f"r{r}_cost",
                          round(spec.cycles_per_beat(shape.data_width) * 256))
     await _write_tables(bus, regmap, shape, cfg, deployment, taker, run.dut.clk)
-    move["done_at_input"] = sum(len(a) for a in run.accept_cycles)
+    move["done_at_input"] = run.accepted
 
 
 async def _write_tables(bus, regmap, shape, cfg, deployment, tenant, clk):
@@ -612,6 +599,11 @@ class NicRun:
         self.user_layout = layout
         w = self.width
         self.meta_shift = w + w // 8 + 1
+
+    @property
+    def accepted(self):
+        """Packets taken on every ingress port so far."""
+        return sum(len(a) for a in self.accept_cycles)
 
     async def run(self, max_cycles, quiet=3000):
         dut, shape = self.dut, self.shape

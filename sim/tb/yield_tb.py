@@ -183,20 +183,22 @@ async def interrupted_traffic(dut):
                                slack=interrupts * (4 * len(addrs) + 1000))
 
 
-@cocotb.test()
-async def model_round_trip(dut):
+async def _start(dut):
+    """What the tests of a transformed NT start from: ``(bus, nt, task, width, header bytes,
+    register map, state map, its addresses, seed, packets, state port, metadata layout)``."""
     design, bus, _ = await _setup(dut)
     cfg, nt = design["config"], design["nt"]
-    width, hbytes = cfg["data_width"], cfg["header_bytes"]
-    regmap = design["registers"]
     smap = StateMap.from_json(design["state_map"])
-    addrs = smap.addresses()
-    task, params = task_class(nt["kind"]), nt["params"]
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 300, int)
+    return (bus, nt, task_class(nt["kind"]), cfg["data_width"], cfg["header_bytes"],
+            design["registers"], smap, smap.addresses(), _env("SNIC_SEED", 1, int),
+            _env("SNIC_PACKETS", 300, int), StatePort(dut), meta_layout(cfg["header_bytes"]))
+
+
+@cocotb.test()
+async def model_round_trip(dut):
+    bus, nt, task, width, hbytes, regmap, smap, addrs, seed, n, port, layout = await _start(dut)
+    params = nt["params"]
     rng = random.Random(seed)
-    port = StatePort(dut)
-    layout = meta_layout(hbytes)
 
     reference = model_class(task)(params, width, hbytes)
     config, frames = reference.test_case(random.Random(seed ^ 0xC0F), n, 0.1)
@@ -282,21 +284,11 @@ async def model_round_trip(dut):
 
 @cocotb.test()
 async def time_shared(dut):
-    design, bus, _ = await _setup(dut)
-    cfg, nt = design["config"], design["nt"]
-    width, hbytes = cfg["data_width"], cfg["header_bytes"]
-    regmap = design["registers"]
-    smap = StateMap.from_json(design["state_map"])
-    addrs = smap.addresses()
-    task = task_class(nt["kind"])
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 300, int)
+    bus, nt, task, width, hbytes, regmap, smap, addrs, seed, n, port, layout = await _start(dut)
     switches = _env("SNIC_SWITCHES", 6, int)
     rng = random.Random(seed)
-    port = StatePort(dut)
     rw = {r["name"] for b in regmap["blocks"] if b["name"] == "nt" for r in b["registers"]
           if r["access"] == RW.value}
-    layout = meta_layout(hbytes)
 
     async def stop_and_capture():
         await port.stop_now(at_boundary=True)

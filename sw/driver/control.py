@@ -54,7 +54,7 @@ import fcntl
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..hw.chain.spec import load_chain
@@ -66,7 +66,7 @@ from ..hw.nic.scheduler import SchedulerConfig
 from .discovery import check_supported, discover
 
 __all__ = ["ControlPlane", "TenantRecord", "ControlError", "DeployRefused", "DeployFailed",
-           "ControlTimeout", "STATE_VERSION"]
+           "ControlTimeout", "STATE_VERSION", "chain_writes"]
 
 STATE_VERSION = 1
 
@@ -423,15 +423,11 @@ class ControlPlane:
                               tuple(spec.keys), weight, self.build_id)
 
         plan = []
-        for r in ([] if share is not None else chosen):
-            for node in spec.node_list():
-                block = personality_block_name(r, spec.name, node.name)
-                try:
-                    writes = node.config.register_writes(node.params)
-                except (ConfigError, ValueError) as e:
-                    raise DeployRefused(f"node {node.name!r}: {e}") from None
-                plan += [_Write(block, reg, value) for reg, value in writes]
-        for r in ([] if share is not None else chosen):
+        # A time-sharing tenant's NTs are configured in its own context (TimeShare.add).
+        configured = [] if share is not None else chosen
+        for r in configured:
+            plan += [_Write(*w) for w in chain_writes(spec, r)]
+        for r in configured:
             index = self._personality(r, spec.name)
             if self.active[r] != index:
                 plan.append(_Load(r, index))
@@ -452,17 +448,25 @@ class ControlPlane:
                 self._check_write(step.block, step.reg, step.value)
         return chosen, record, plan
 
-    def _shared_region(self, spec, region, instances):
-        """Checks for a deploy that time-shares ``region``; returns it."""
+    def _check_region(self, region, what="region"):
         if not isinstance(region, int) or isinstance(region, bool) \
                 or not 0 <= region < len(self.regions):
-            raise DeployRefused(f"region must be an integer from 0 to {len(self.regions) - 1}, "
+            raise DeployRefused(f"{what} must be an integer from 0 to {len(self.regions) - 1}, "
                                 f"not {region!r}")
+
+    def _check_yieldable(self, region, use):
+        maps = self.description.get("state_maps") or {}
+        if f"region{region}" not in maps:
+            raise DeployRefused(
+                f"region {region} is not under the state-yielding transform, so {use} "
+                f"(nic.yieldable lists regions {sorted(int(b[6:]) for b in maps) or 'none'})")
+
+    def _shared_region(self, spec, region, instances):
+        """Checks for a deploy that time-shares ``region``; returns it."""
+        self._check_region(region)
         if instances != 1:
             raise DeployRefused("a time-shared tenant runs in one region (instances 1)")
-        if f"region{region}" not in (self.description.get("state_maps") or {}):
-            raise DeployRefused(f"region {region} is not under the state-yielding transform, "
-                                f"so it cannot be time-shared (nic.yieldable)")
+        self._check_yieldable(region, "it cannot be time-shared")
         sharers = self._sharers(region)
         if not sharers:
             raise DeployRefused(f"region {region} runs no tenant: deploy without --share")
@@ -562,13 +566,12 @@ class ControlPlane:
         old_enable = self.enable_mask
         previous = dict(self.deployed)
         journal = {}
+        context_writes = chain_writes(spec, share) if share is not None else None
         try:
             await self._run(plan, journal)
             if share is not None:
                 ts = self._time_share(share)
-                await ts.add(tenant, [(personality_block_name(share, spec.name, node.name),
-                                       reg, value) for node in spec.node_list()
-                                      for reg, value in node.config.register_writes(node.params)])
+                await ts.add(tenant, context_writes)
                 self.shares[share] = ts.to_json()
             after = dict(previous)
             after[tenant] = record
@@ -614,8 +617,10 @@ class ControlPlane:
     async def _restart_shared(self, region, tenant):
         """After a failed time-shared deploy: the region running again (TimeShare.add puts
         the running tenant's context back itself; the journal, its hold bit)."""
+        from .state import RegionState
         try:
-            await self._time_share(region).state.resume()
+            await RegionState(self.bus, self.description, region, self.wait,
+                              self.timeout).resume()
         except Exception as e:  # noqa: BLE001
             return [f"resuming region {region}: {e}"]
         return []
@@ -692,7 +697,6 @@ class ControlPlane:
                                self._reg("scheduler", f"r{r}_cost")["reset"]))
         await self._run(plan)
 
-
     # --- migration ------------------------------------------------------------------------------
     async def migrate(self, tenant, source, target):
         """Move ``tenant``'s chain instance from region ``source`` to the free region
@@ -710,10 +714,8 @@ class ControlPlane:
         if record is None:
             raise DeployRefused(f"tenant {tenant!r} is not deployed (deployed tenants: "
                                 f"{sorted(self.deployed) or 'none'})")
-        for name, r in (("source", source), ("target", target)):
-            if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < len(self.regions):
-                raise DeployRefused(f"{name} region must be an integer from 0 to "
-                                    f"{len(self.regions) - 1}, not {r!r}")
+        self._check_region(source, "source region")
+        self._check_region(target, "target region")
         if source not in record.regions:
             raise DeployRefused(f"tenant {tenant} ({record.chain}) does not run in region "
                                 f"{source}; its regions are {list(record.regions)}")
@@ -725,13 +727,8 @@ class ControlPlane:
         if index is None:
             raise DeployRefused(f"region {target} cannot host {record.chain!r}; the regions "
                                 f"can host: {self._hosts()}")
-        maps = self.description.get("state_maps") or {}
         for r in (source, target):
-            if f"region{r}" not in maps:
-                raise DeployRefused(
-                    f"region {r} is not under the state-yielding transform, so its state "
-                    f"cannot move (nic.yieldable lists regions "
-                    f"{sorted(int(b[6:]) for b in maps) or 'none'})")
+            self._check_yieldable(r, "its state cannot move")
         return record, index
 
     async def _migrate(self, tenant, source, target):
@@ -780,13 +777,25 @@ class ControlPlane:
                                   self._reg("scheduler", f"r{source}_cost")["reset"])
         except Exception as e:  # noqa: BLE001: the move is done; a deploy there sets the cost
             report.setdefault("warnings", []).append(f"region {source}'s cost: {e}")
-        moved = TenantRecord(record.tenant, record.chain, record.source, regions, record.keys,
-                             record.weight, record.build_id)
         after = dict(self.deployed)
-        after[tenant] = moved
+        after[tenant] = replace(record, regions=regions)
         self._save_records(after)
         self.deployed = after
         return report
+
+
+def chain_writes(spec, region):
+    """``[(block, register, value)]`` configuring ``spec``'s NTs in ``region``."""
+    out = []
+    for node in spec.node_list():
+        block = personality_block_name(region, spec.name, node.name)
+        try:
+            writes = node.config.register_writes(node.params)
+        except (ConfigError, ValueError) as e:
+            raise DeployRefused(f"node {node.name!r}: {e}") from None
+        out += [(block, reg, value) for reg, value in writes]
+    return out
+
 
 def _fixed_cost(cycles_per_beat):
     """A region cost register value: cycles a beat occupies the region, 8.8 fixed point."""

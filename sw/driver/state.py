@@ -136,7 +136,6 @@ class RegionState:
             await self._write("state_wdata", word)
             await self._write("state_write", 1)
 
-
     def _chain_model(self, name, spec=None):
         from ..hw.chain.spec import load_chain
         from ..sim.chain_model import ChainModel

@@ -44,7 +44,6 @@ class TimeShare:
         self.timeout = timeout
         self.contexts = {}      # tenant -> saved context (not loaded)
         self.active = None      # tenant whose context is loaded
-        self.switches = 0
 
     async def _reg(self, block, reg, value=None):
         if value is None:
@@ -171,4 +170,3 @@ class TimeShare:
         await self.state.resume()
         await self._hold(tenant, False)
         self.active = tenant
-        self.switches += 1

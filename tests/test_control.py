@@ -196,6 +196,12 @@ class FakeDevice:
     def run(self, cycles):
         self.cycle += cycles
 
+    def queued(self, port):
+        return 0            # no traffic: the control plane only touches registers
+
+    def delivered_waiting(self):
+        return 0
+
 
 @pytest.fixture(scope="module")
 def nic_description():

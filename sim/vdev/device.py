@@ -53,6 +53,7 @@ def _declare(lib):
         "vdev_user_bits": ([], ctypes.c_int), "vdev_has_axil": ([], ctypes.c_int),
         "vdev_user_words": ([], sz),
         "vdev_push": ([p, ctypes.c_int, ctypes.c_char_p, sz], ctypes.c_int),
+        "vdev_push_at": ([p, ctypes.c_int, ctypes.c_char_p, sz, u64], ctypes.c_int),
         "vdev_queued": ([p, ctypes.c_int], sz), "vdev_cycle": ([p], u64),
         "vdev_set_idle": ([p, ctypes.c_int, ctypes.c_double, u64], None),
         "vdev_set_backpressure": ([p, ctypes.c_double, u64], None),
@@ -133,14 +134,18 @@ class VirtualDevice:
 
     # --- traffic -----------------------------------------------------------------------------
 
-    def push(self, port, frame):
+    def push(self, port, frame, at=0):
         """Queue ``frame`` (bytes) on ingress ``port``; it goes in one beat a cycle as the
-        design takes it. An empty frame goes in as one beat with no byte kept."""
+        design takes it, its first beat no earlier than cycle ``at`` (pacing: a packet whose
+        cycle has passed goes as soon as the port is free). An empty frame goes in as one beat
+        with no byte kept."""
         self._check_port(port)
         if not isinstance(frame, (bytes, bytearray, memoryview)):
             raise TypeError(f"Frame must be bytes, not {type(frame).__name__}")
+        if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+            raise ValueError(f"Cycle must be a non-negative integer, not {at!r}")
         frame = bytes(frame)
-        self._lib.vdev_push(self._live(), port, frame, len(frame))
+        self._lib.vdev_push_at(self._live(), port, frame, len(frame), at)
 
     def queued(self, port):
         """Packets on ``port`` not yet completely sent."""
@@ -175,6 +180,10 @@ class VirtualDevice:
             raise DrainTimeout(f"device did not drain within {max_cycles} cycles "
                                f"(packets still queued per port: {queued})")
         return self.cycle - start
+
+    def delivered_waiting(self):
+        """Packets delivered and not yet popped."""
+        return self._lib.vdev_out_count(self._live())
 
     @property
     def cycle(self):

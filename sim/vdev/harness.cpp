@@ -53,8 +53,15 @@ struct Rng {
     }
 };
 
+// A packet waiting on an ingress port; its first beat is offered no earlier than cycle `at`
+// (0: as soon as the port is free), which is how traffic at a given rate is paced.
+struct Frame {
+    std::vector<uint8_t> bytes;
+    uint64_t at;
+};
+
 struct Source {
-    std::deque<std::vector<uint8_t>> queue;  // packets not yet fully sent; front is in flight
+    std::deque<Frame> queue;                  // packets not yet fully sent; front is in flight
     size_t offset = 0;                        // bytes of the front packet already sent
     bool presenting = false;                  // tvalid is high (held until the beat is taken)
     bool beat_last = false;
@@ -98,7 +105,8 @@ static void present_next(Device* d, int p) {
     Source& s = d->src[p];
     if (s.presenting || s.queue.empty()) return;
     if (s.idle > 0.0 && s.rng.next() < s.idle) return;
-    const std::vector<uint8_t>& pkt = s.queue.front();
+    if (s.offset == 0 && d->cycle < s.queue.front().at) return;
+    const std::vector<uint8_t>& pkt = s.queue.front().bytes;
     uint32_t data[DATA_WORDS] = {0}, keep[KEEP_WORDS] = {0};
     size_t n = pkt.size() - s.offset;
     if (n > (size_t)DATA_BYTES) n = DATA_BYTES;
@@ -258,10 +266,14 @@ void vdev_free(Device* d) {
     delete d;
 }
 
-int vdev_push(Device* d, int port, const uint8_t* data, size_t len) {
+int vdev_push_at(Device* d, int port, const uint8_t* data, size_t len, uint64_t at) {
     if (port < 0 || port >= VDEV_PORTS) return -1;
-    d->src[port].queue.emplace_back(data, data + len);
+    d->src[port].queue.push_back(Frame{std::vector<uint8_t>(data, data + len), at});
     return 0;
+}
+
+int vdev_push(Device* d, int port, const uint8_t* data, size_t len) {
+    return vdev_push_at(d, port, data, len, 0);
 }
 
 size_t vdev_queued(Device* d, int port) { return d->src[port].queue.size(); }

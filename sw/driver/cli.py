@@ -15,6 +15,9 @@
     snic migrate --tenant T --from R --to R2   move a chain instance and its state, live
     snic deploy SPEC --tenant T --share R     time-share region R with its tenant(s)
     snic switch --region R --tenant T         context switch of a time-shared region
+    snic traffic --flow tenant=T,rate=R,size=S ... | --replay IN.pcap  [--out OUT.pcap]
+                                              traffic through the served NIC; --record RUN.json
+    snic stats RUN.json [--plot FILE.png]     throughput, latency, fairness of a traffic run
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
 """
@@ -377,6 +380,118 @@ def cmd_state(args):
     return 0
 
 
+def cmd_traffic(args):
+    """Send flows or a pcap through the served NIC; report, and keep the output and record."""
+    import asyncio
+    from ..hw.chain.spec import load_chain
+    from ..hw.config import ConfigError
+    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
+    from .control import ControlError, ControlPlane
+    from .discovery import DiscoveryError, UnsupportedDesignError
+    from .stats import render_stats, traffic_stats
+    from .status import StatusError
+    from .traffic import (TrafficError, make_schedule, parse_flow, replay_schedule,
+                          run_traffic, write_pcap_out)
+    from .transport import RegisterAccessError
+
+    if bool(args.flow) == bool(args.replay):
+        _error("give flows (--flow tenant=T,...) or a pcap to replay (--replay FILE), not both")
+        return 2
+    if args.clock_mhz <= 0:
+        _error(f"--clock-mhz must be positive, not {args.clock_mhz}")
+        return 2
+    try:
+        flows = [parse_flow(text) for text in args.flow or ()]
+    except TrafficError as e:
+        _error(e)
+        return 2
+    console = _console(stderr=True)
+
+    async def session():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        client = await DeviceClient.connect(args.socket, args.port)
+        async with client:
+            hello = await client.hello()
+            description = hello["regmap"]
+            if not description.get("regions"):
+                raise TrafficError(f"design {hello['design']} is not a multi-tenant NIC")
+            plane = ControlPlane(SocketBus(client), description, _state_path(args))
+            await plane.refresh()
+            targets, weights = {}, {}
+            for t, record in plane.deployed.items():
+                try:
+                    spec = load_chain(record.source)
+                except (ConfigError, OSError):
+                    spec = None     # the spec file moved: generic traffic with its keys
+                targets[t] = {"keys": list(record.keys), "spec": spec}
+                weights[str(t)] = record.weight
+            cfg = description["config"]
+            if flows:
+                schedule = make_schedule(flows, targets, cfg["data_width"], hello["ports"],
+                                         packets=args.packets, cycles=args.cycles,
+                                         seed=args.seed, header_bytes=cfg["header_bytes"])
+            else:
+                schedule = replay_schedule(args.replay, hello["ports"], args.ingress_port,
+                                           args.clock_mhz if args.pcap_timing else None)
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.fields[cycles]:,} cycles"), console=console,
+                          transient=True) as bar:
+                task = bar.add_task("delivered", total=len(schedule), cycles=0)
+                run = await run_traffic(client, description, schedule, progress=lambda done,
+                                        total, cycles: bar.update(task, completed=done,
+                                                                  cycles=cycles))
+            return run, weights
+
+    try:
+        run, weights = asyncio.run(session())
+    except UnsupportedDesignError as e:
+        _error(f"design not supported: {e}")
+        return 2
+    except (TrafficError, DeviceUnavailable, DiscoveryError, StatusError, ControlError) as e:
+        _error(e)
+        return 2
+    except (DeviceError, RegisterAccessError) as e:
+        _error(e)
+        return 1
+    record = run.to_json(clock_mhz=args.clock_mhz, weights=weights)
+    if args.out is not None:
+        write_pcap_out(args.out, run, args.clock_mhz)
+    if args.record is not None:
+        Path(args.record).write_text(json.dumps(record) + "\n")
+    stats = traffic_stats(record)
+    if args.json:
+        print(json.dumps({k: v for k, v in stats.items() if k != "throughput_series"},
+                         indent=2))
+    else:
+        render_stats(stats, _console(), title=f"snic traffic ({len(run.sent['port']):,} packets"
+                                             f" sent)")
+        for what, path in (("output", args.out), ("record", args.record)):
+            if path is not None:
+                print(f"{what}: {path}")
+    return 0 if stats["account"]["balanced"] else 1
+
+
+def cmd_stats(args):
+    """Figures of a traffic record, and a plot."""
+    from .stats import plot_stats, render_stats, traffic_stats
+    try:
+        record = json.loads(Path(args.record).read_text())
+        stats = traffic_stats(record, args.window)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        _error(f"cannot read traffic record {args.record}: {type(e).__name__}: {e}")
+        return 2
+    if args.plot is not None:
+        plot_stats(record, stats, args.plot)
+    if args.json:
+        print(json.dumps({k: v for k, v in stats.items() if k != "throughput_series"},
+                         indent=2))
+    else:
+        render_stats(stats, _console(), title=f"{args.record}")
+        if args.plot is not None:
+            print(f"plot: {args.plot}")
+    return 0
+
+
 def _control_arguments(p):
     where = p.add_mutually_exclusive_group()
     where.add_argument("--socket", type=Path,
@@ -499,6 +614,36 @@ def main(argv=None):
                    help="a free region able to host its chain")
     _control_arguments(p)
     p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("traffic", help="send flows per tenant or a pcap through the served NIC, "
+                                       "capture the output")
+    p.add_argument("--flow", action="append", metavar="tenant=T[,rate=R,size=S,port=P,...]",
+                   help="a flow: tenant, rate (fraction of line rate or N%%, default 1), size "
+                        "(bytes, LO-HI, imix, mixed; default 64), port (default T mod ports), "
+                        "packets, flows (distinct 5-tuples, 16), key, malformed (fraction); "
+                        "repeat for more")
+    p.add_argument("--replay", type=Path, help="a pcap to send instead of flows")
+    p.add_argument("--ingress-port", type=int, help="port for --replay (default: alternate)")
+    p.add_argument("--pcap-timing", action="store_true",
+                   help="pace --replay by the file's timestamps at --clock-mhz")
+    p.add_argument("--packets", type=int, default=1000, help="packets per flow (default 1000)")
+    p.add_argument("--cycles", type=int, help="instead of --packets: what each flow's rate "
+                                               "fits into this many cycles")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--clock-mhz", type=float, default=250.0,
+                   help="clock for Gbit/s and pcap timestamps (default 250)")
+    p.add_argument("--out", type=Path, help="write the delivered packets to this pcap")
+    p.add_argument("--record", type=Path, help="write the run's record (for snic stats)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    _control_arguments(p)
+    p.set_defaults(func=cmd_traffic)
+
+    p = sub.add_parser("stats", help="throughput, latency and fairness of a traffic record")
+    p.add_argument("record", type=Path, help="the file snic traffic --record wrote")
+    p.add_argument("--window", type=int, help="cycles per window (default: 1/40 of the run)")
+    p.add_argument("--plot", type=Path, help="write a PNG: throughput, latency CDF, fairness")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
 
     # `snic resources` hands its arguments to the tool as they are (it has its own parser).
     sub.add_parser("resources", add_help=False,

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from ..sim.vdev.device import Delivered
 from .server import ProtocolError, default_socket, read_message, write_message
-from .transport import RegisterBus, Response
+from .transport import RegisterBus, Response, TransportLost
 
 __all__ = ["DeviceClient", "DeviceError", "DeviceUnavailable", "SocketBus", "Delivered"]
 
 
-class DeviceUnavailable(Exception):
-    """No device server answers at the endpoint."""
+class DeviceUnavailable(TransportLost):
+    """No device server answers at the endpoint, or it went away."""
 
 
 class DeviceError(Exception):
@@ -37,6 +37,7 @@ class DeviceClient:
         self.endpoint = endpoint
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
+        self._lost = None       # why the connection is unusable, once it is
 
     @classmethod
     async def connect(cls, socket_path=None, port=None, host="127.0.0.1"):
@@ -73,21 +74,31 @@ class DeviceClient:
     async def request(self, op, **arguments):
         """Send one request; return its result object or raise :class:`DeviceError`."""
         async with self._lock:
+            if self._lost is not None:
+                # Writing again to a dead socket only makes asyncio log warnings.
+                raise DeviceUnavailable(self._lost)
             message_id = next(self._ids)
             try:
                 write_message(self._writer, {"op": op, "id": message_id, **arguments})
                 await self._writer.drain()
                 reply = await read_message(self._reader)
             except (ConnectionError, ProtocolError) as e:
-                raise DeviceUnavailable(f"connection to {self.endpoint} failed: {e}") from None
+                self._lose(f"connection to the device on {self.endpoint} lost ({e}); is the "
+                           f"device server still running?")
             if reply is None:
-                raise DeviceUnavailable(f"the device on {self.endpoint} closed the connection")
+                self._lose(f"the device on {self.endpoint} closed the connection; is the "
+                           f"device server still running?")
             if not reply.get("ok"):
                 raise DeviceError(reply.get("error", "request failed"))
             if reply.get("id") != message_id:
                 raise DeviceUnavailable(f"reply to request {reply.get('id')!r} arrived for "
                                         f"request {message_id}")
             return reply.get("result", {})
+
+    def _lose(self, reason):
+        self._lost = reason
+        self._writer.transport.abort()
+        raise DeviceUnavailable(reason) from None
 
     async def hello(self, regmap=True):
         return await self.request("hello", regmap=regmap)
@@ -100,15 +111,34 @@ class DeviceClient:
         result = await self.request("write32", address=address, value=value, strobe=strobe)
         return Response(result["response"])
 
-    async def push(self, port, frame):
-        """Queue ``frame`` on ingress ``port``; return the packets waiting on that port."""
+    async def push(self, port, frame, at=0):
+        """Queue ``frame`` on ingress ``port``, its first beat no earlier than cycle ``at``;
+        return the packets waiting on that port."""
         if not isinstance(frame, (bytes, bytearray, memoryview)):
             raise TypeError(f"Frame must be bytes, not {type(frame).__name__}")
         frame_b64 = base64.b64encode(bytes(frame)).decode()
-        return (await self.request("push", port=port, frame_b64=frame_b64))["queued"]
+        return (await self.request("push", port=port, frame_b64=frame_b64, at=at))["queued"]
+
+    async def push_batch(self, packets, chunk=20_000):
+        """Queue ``packets``, ``(port, frame, at)`` triples, in messages of ``chunk`` packets
+        (one round trip each instead of one per packet); return the packets waiting per
+        port."""
+        queued = None
+        for i in range(0, len(packets), chunk):
+            part = packets[i:i + chunk]
+            queued = (await self.request(
+                "push_batch", ports=[p for p, _, _ in part],
+                frames_b64=[base64.b64encode(bytes(f)).decode() for _, f, _ in part],
+                at=[a for _, _, a in part]))["queued"]
+        return queued
 
     async def run(self, cycles):
         return (await self.request("run", cycles=cycles))["cycle"]
+
+    async def run_status(self, cycles):
+        """Run ``cycles``; return ``{"cycle", "queued" (per port), "delivered" (waiting to
+        pop)}``."""
+        return await self.request("run", cycles=cycles)
 
     async def drain(self, quiet=200, max_cycles=10_000_000):
         """Run until the design has drained; return the cycles run."""

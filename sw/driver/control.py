@@ -64,6 +64,7 @@ from ..hw.nic.layout import NicShape
 from ..hw.nic.region import personality_block_name
 from ..hw.nic.scheduler import SchedulerConfig
 from .discovery import check_supported, discover
+from .transport import TransportLost
 
 __all__ = ["ControlPlane", "TenantRecord", "ControlError", "DeployRefused", "DeployFailed",
            "ControlTimeout", "STATE_VERSION", "chain_writes"]
@@ -110,6 +111,10 @@ class TenantRecord:
         return cls(int(raw["tenant"]), str(raw["chain"]), str(raw["source"]),
                    tuple(int(r) for r in raw["regions"]), tuple(int(k) for k in raw["keys"]),
                    raw.get("weight", 1), int(raw.get("build_id", 0)))
+
+
+#: A rollback step found the bus gone (:class:`~supernic.driver.transport.TransportLost`).
+_GONE = "the device is gone"
 
 
 @dataclass(frozen=True)
@@ -581,6 +586,12 @@ class ControlPlane:
             if share is not None:
                 problems += await self._restart_shared(share, tenant)
             what = f"deploy of {spec.name!r} as tenant {tenant} failed: {e}"
+            if isinstance(e, TransportLost) or _GONE in problems:
+                raise DeployFailed(
+                    f"{what}; the device is gone, so nothing could be rolled back. Once it is "
+                    f"back, a device restarted from reset holds nothing of tenant {tenant}; "
+                    f"otherwise `snic undeploy --tenant {tenant}` clears what was written"
+                    ) from e
             if problems:
                 raise DeployFailed(f"{what}; rollback incomplete: {'; '.join(problems)}") from e
             raise DeployFailed(f"{what}; rolled back, nothing of tenant {tenant} stays "
@@ -596,8 +607,13 @@ class ControlPlane:
         problems = []
 
         async def attempt(what, coroutine):
+            if problems and problems[-1] is _GONE:
+                coroutine.close()       # the device is gone: nothing more can be undone
+                return
             try:
                 await coroutine
+            except TransportLost:
+                problems.append(_GONE)
             except Exception as e:  # noqa: BLE001: keep undoing the rest
                 problems.append(f"{what}: {e}")
 
@@ -613,6 +629,8 @@ class ControlPlane:
         for (block, reg), value in reversed(journal.items()):
             await attempt(f"restoring {block}.{reg}", self._raw_write(block, reg, value))
         return problems
+
+
 
     async def _restart_shared(self, region, tenant):
         """After a failed time-shared deploy: the region running again (TimeShare.add puts

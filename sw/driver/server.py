@@ -24,8 +24,12 @@ hello         ``regmap`` (bool, default true)             ``protocol``, ``design
                                                           design JSON, ``design_description``)
 read32        ``address``                                 ``value``, ``response`` (AXI code, 0 OKAY)
 write32       ``address``, ``value``, ``strobe`` (15)     ``response``
-push          ``port``, ``frame`` (hex) or ``frame_b64``  ``queued`` (packets waiting on the port)
-run           ``cycles``                                  ``cycle``
+push          ``port``, ``frame`` (hex) or ``frame_b64``, ``queued`` (packets waiting on the port)
+              ``at`` (cycle of its first beat, 0)
+push_batch    ``ports``, ``frames_b64`` and ``at``:        ``queued`` (per port); all or nothing:
+              lists of equal length (``at`` optional)     one bad entry and none is queued
+run           ``cycles``                                  ``cycle``, ``queued`` (per port),
+                                                          ``delivered`` (packets waiting to pop)
 drain         ``quiet`` (200), ``max_cycles`` (10**7)     ``cycles`` run, ``cycle``
 pop           (none)                                      ``packets``: list of ``data`` (hex),
                                                           ``first_user``/``last_user`` (hex),
@@ -152,6 +156,13 @@ def _integer(request, key, low=0, high=None, default=None):
     return value
 
 
+def _base64(text, what):
+    try:
+        return base64.b64decode(text, validate=True)
+    except (TypeError, ValueError, binascii.Error):
+        raise ValueError(f"{what} must be base64") from None
+
+
 def _frame(request):
     if "frame" in request:
         try:
@@ -159,10 +170,7 @@ def _frame(request):
         except (TypeError, ValueError):
             raise ValueError("frame must be a string of hex digits") from None
     if "frame_b64" in request:
-        try:
-            return base64.b64decode(request["frame_b64"], validate=True)
-        except (TypeError, ValueError, binascii.Error):
-            raise ValueError("frame_b64 must be base64") from None
+        return _base64(request["frame_b64"], "frame_b64")
     raise ValueError("push needs frame (hex) or frame_b64")
 
 
@@ -228,12 +236,27 @@ class DeviceServer:
 
     def _op_push(self, request):
         port = _integer(request, "port", 0, self.device.port_count - 1)
-        self.device.push(port, _frame(request))
+        self.device.push(port, _frame(request), _integer(request, "at", default=0))
         return {"queued": self.device.queued(port)}
+
+    def _op_push_batch(self, request):
+        ports, frames = request.get("ports"), request.get("frames_b64")
+        at = request.get("at", [0] * len(ports) if isinstance(ports, list) else None)
+        if not all(isinstance(x, list) for x in (ports, frames, at)) \
+                or not len(ports) == len(frames) == len(at):
+            raise ValueError("push_batch needs lists ports, frames_b64 (and at) of one length")
+        high = self.device.port_count - 1
+        batch = [(_integer({"port": p}, "port", 0, high), _base64(f, "frames_b64 entries"),
+                  _integer({"at": a}, "at")) for p, f, a in zip(ports, frames, at)]
+        for port, frame, cycle in batch:
+            self.device.push(port, frame, cycle)
+        return {"queued": [self.device.queued(p) for p in range(self.device.port_count)]}
 
     def _op_run(self, request):
         self.device.run(_integer(request, "cycles"))
-        return {"cycle": self.device.cycle}
+        return {"cycle": self.device.cycle,
+                "queued": [self.device.queued(p) for p in range(self.device.port_count)],
+                "delivered": self.device.delivered_waiting()}
 
     def _op_drain(self, request):
         cycles = self.device.run_until_drained(

@@ -10,7 +10,8 @@ design JSON describes the blocks it found, and reads:
   packets from the ``scheduler`` block, queue and disabled drops, delivered and dropped from
   the ``egress`` block;
 - ``regions`` (NIC only): the active personality by name (from the design JSON's
-  ``regions``), online, loads, packets in and out, and packets in flight from the ``store``.
+  ``regions``), online, loads, packets in and out, and packets in flight from the ``store``;
+- ``store`` (NIC only): ``drops``, packets dropped whole because the packet store was full.
 
 A section whose blocks the design lacks (the parser-only design has no scheduler or regions)
 is ``None`` and named in ``absent``, with the reason, rather than failing.
@@ -125,6 +126,9 @@ async def read_status(bus, description):
             status["tenants"].append(row)
     else:
         status["absent"]["tenants"] = "no scheduler block: not a multi-tenant NIC design"
+
+    if regs.has("store", "drops"):
+        status["store"] = {"drops": await regs.read("store", "drops")}
 
     region_names = sorted((n for n in regs.blocks if n.startswith("region")
                            and n[len("region"):].isdigit()), key=lambda n: int(n[6:]))

@@ -14,7 +14,8 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
-__all__ = ["Response", "RegisterAccessError", "RegisterBus", "MemoryBus", "MmapBus"]
+__all__ = ["Response", "RegisterAccessError", "TransportLost", "RegisterBus", "MemoryBus",
+           "MmapBus"]
 
 
 class Response(enum.IntEnum):
@@ -23,6 +24,11 @@ class Response(enum.IntEnum):
     EXOKAY = 0b01
     SLVERR = 0b10
     DECERR = 0b11
+
+
+class TransportLost(Exception):
+    """The bus itself is gone (the device process died, the connection dropped): no access
+    can succeed until it is back, so callers stop instead of retrying every register."""
 
 
 class RegisterAccessError(Exception):

@@ -1,0 +1,306 @@
+"""End to end, as a user runs it: `snic device serve` in a subprocess on the test NIC
+(tests/data/nic_test.toml, 64-bit, six regions; its virtual-device library is built once and
+cached), and every other step through the `snic` CLI in subprocesses of its own.
+
+- Three tenants from `chains/` are deployed, a pcap of their traffic (with malformed packets
+  and packets nobody owns) is replayed with `snic traffic`, and every delivered packet is
+  checked against the NIC's Python model (classifier, then the tenant's chain model); `snic
+  status --json` agrees with the traffic record and the model's drops.
+- Flows per tenant at given rates and sizes on both ports, then `snic stats` with a plot.
+- Fault: the device process is killed while a deploy waits for a region to reconfigure; the
+  deploy says so and exits 1; after a restart the same deploy succeeds and no tenant is left
+  half-configured. Refusals (malformed spec, unknown tenant, oversubscription) change nothing.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from supernic.driver.client import DeviceClient
+from supernic.hw.chain.spec import load_chain
+from supernic.hw.nic.classifier import ClassifierConfig
+from supernic.sim.chain_model import ChainModel, chain_traffic
+from supernic.sim.nic.classifier import ClassifierModel
+from supernic.sim.nic.nic_model import tag_frame
+from supernic.sim.parser_model import ParserModel
+from supernic.sim.traffic import read_pcap, write_pcap
+
+ROOT = Path(__file__).resolve().parent.parent
+NIC_TEST = ROOT / "tests" / "data" / "nic_test.toml"
+CHAINS = ROOT / "chains"
+HEADER_BYTES = 256
+DATA_WIDTH = 64
+UNOWNED_KEY = 3999
+QUEUE_BEATS = 512      # nic_test.toml's nic.queue_beats
+TENANTS = {0: "web", 1: "monitoring", 2: "secure"}
+
+
+def _snic(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "supernic.driver.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _ok(*args, timeout=120):
+    result = _snic(*args, timeout=timeout)
+    assert result.returncode == 0, f"snic {' '.join(map(str, args))}: {result.stderr}"
+    return result
+
+
+def _serve(sock, timeout=900):
+    """Start `snic device serve` on the test NIC and wait for its "serving" line (the first
+    start in a fresh cache builds the device library, about two minutes)."""
+    proc = subprocess.Popen([sys.executable, "-m", "supernic.driver.cli", "device", "serve",
+                             "--config", str(NIC_TEST), "--socket", str(sock)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("serving "):
+        proc.kill()
+        raise AssertionError(f"the device server did not start: {line!r}")
+    return proc
+
+
+def _stop(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def device(tmp_path):
+    sock = tmp_path / "device.sock"
+    proc = _serve(sock)
+    yield sock
+    _stop(proc)
+
+
+def _deploy(sock, tenant, chain, *more):
+    return _snic("deploy", CHAINS / f"{chain}.toml", "--tenant", tenant, "--socket", sock,
+                 *more)
+
+
+def _status(sock):
+    return json.loads(_ok("status", "--socket", sock, "--json").stdout)
+
+
+def _replay_frames(n, seed):
+    """Each tenant's chain traffic tagged with its keys (10% malformed), and frames with a key
+    nobody owns, shuffled."""
+    import random
+    parser, rng = ParserModel(HEADER_BYTES), random.Random(seed)
+    frames = []
+    for t, name in TENANTS.items():
+        spec = load_chain(CHAINS / f"{name}.toml")
+        for frame in chain_traffic(spec, n, seed + t, 0.1, "mixed", HEADER_BYTES):
+            meta = parser.parse(frame)
+            usable = [k for k in spec.keys if meta["vxlan"] or k < 4096]
+            if usable:
+                frames.append(tag_frame(frame, meta, rng.choice(usable)))
+    spec = load_chain(CHAINS / "web.toml")
+    for frame in chain_traffic(spec, n // 4, seed + 99, 0.1, "mixed", HEADER_BYTES):
+        frames.append(tag_frame(frame, parser.parse(frame), UNOWNED_KEY))
+    rng.shuffle(frames)
+    return frames
+
+
+def test_deployed_tenants_replay_matches_the_model(device, tmp_path):
+    sock = device
+    for t, name in TENANTS.items():
+        result = _deploy(sock, t, name)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"deployed {name} as tenant {t} on regions")
+    status = _status(sock)
+    enabled = [row["tenant"] for row in status["tenants"] if row["enabled"]]
+    assert enabled == sorted(TENANTS)
+
+    frames = _replay_frames(300, seed=11)
+    pcap_in, pcap_out, record_path = (tmp_path / "in.pcap", tmp_path / "out.pcap",
+                                      tmp_path / "run.json")
+    write_pcap(pcap_in, frames)
+    # One port, paced by the file's 1 us spacing at 250 MHz: each tenant's packets reach its
+    # single instance in ingress order, so the model's order is exact.
+    run = _ok("traffic", "--replay", pcap_in, "--ingress-port", 0, "--pcap-timing",
+              "--out", pcap_out, "--record", record_path, "--json", "--socket", sock)
+    figures = json.loads(run.stdout)
+    assert figures["account"]["balanced"] and figures["account"]["sent"] == len(frames)
+    record = json.loads(record_path.read_text())
+    delivered = read_pcap(pcap_out)
+    assert len(delivered) == len(record["delivered"]["size"]) == figures["account"]["delivered"]
+
+    # The model: the classifier the control plane programmed, then each tenant's chain model
+    # over that tenant's packets in ingress order.
+    parser = ParserModel(HEADER_BYTES)
+    classifier = ClassifierModel(ClassifierConfig.from_tenants(
+        [(t, load_chain(CHAINS / f"{n}.toml").keys) for t, n in TENANTS.items()],
+        default=None), 0)
+    chains = {t: ChainModel(load_chain(CHAINS / f"{n}.toml"), DATA_WIDTH, HEADER_BYTES)
+              for t, n in TENANTS.items()}
+    expected, unmatched = {}, 0
+    nt_drops, queue_drops = {t: 0 for t in TENANTS}, {t: 0 for t in TENANTS}
+    for i, frame in enumerate(frames):
+        meta = parser.parse(frame)
+        tenant = classifier.classify(meta)
+        if tenant is None:
+            unmatched += 1
+            continue
+        if -(-len(frame) // (DATA_WIDTH // 8)) > QUEUE_BEATS:
+            # Longer than the tenant queue: it can never be stored, so it is dropped whole
+            # and counted (hw/nic/scheduler.py); paced as it is, nothing else overflows.
+            queue_drops[tenant] += 1
+            continue
+        out, out_meta = chains[tenant].process(frame, meta)
+        if out_meta["drop"]:
+            nt_drops[tenant] += 1
+        else:
+            expected[i] = (tenant, out)
+    assert sum(1 for t in TENANTS if nt_drops[t]) >= 2, "the traffic should exercise NT drops"
+    assert sum(queue_drops.values()) > 0, "the traffic should have jumbo frames"
+
+    # Every delivered packet is its input's model output, for the right tenant, in order.
+    got = record["delivered"]
+    seen = {}
+    for k, frame in enumerate(delivered):
+        i = got["seq"][k]          # port 0's packet counter: the input's index (< 2**16)
+        assert got["port"][k] == 0 and i not in seen
+        seen[i] = k
+        assert i in expected, f"input {i} came out; the model drops it"
+        tenant, want = expected[i]
+        assert got["tenant"][k] == tenant, f"input {i}: tenant {got['tenant'][k]}, not {tenant}"
+        assert frame == want, f"input {i} (tenant {tenant}) differs from the model"
+        assert got["ingress"][k] <= got["first"][k] <= got["last"][k]
+    assert set(seen) == set(expected), f"missing: {sorted(set(expected) - set(seen))[:5]}"
+    for t in TENANTS:
+        mine = [got["seq"][k] for k in range(len(delivered)) if got["tenant"][k] == t]
+        assert mine == sorted(mine), f"tenant {t}'s packets left out of order"
+
+    # `snic status --json` counts the same.
+    after = _status(sock)
+    assert sum(p["classifier"]["dropped"] for p in after["ports"]) == unmatched
+    for row in after["tenants"]:
+        t = row["tenant"]
+        if t in TENANTS:
+            assert row["queue_drops"] == queue_drops[t]
+            assert row["dropped"] == nt_drops[t]
+            assert row["delivered"] == sum(1 for x, _ in expected.values() if x == t)
+    assert figures["account"] == {**figures["account"], "unmatched": unmatched,
+                                  "nt": sum(nt_drops.values()),
+                                  "queue": sum(queue_drops.values())}
+
+
+def test_flows_on_both_ports_and_stats(device, tmp_path):
+    sock = device
+    _ok("deploy", CHAINS / "web.toml", "--tenant", 0, "--socket", sock)
+    _ok("deploy", CHAINS / "secure.toml", "--tenant", 1, "--weight", 2, "--socket", sock)
+    record_path, plot = tmp_path / "flows.json", tmp_path / "stats.png"
+    run = _ok("traffic", "--flow", "tenant=0,rate=0.8,size=64,port=0",
+              "--flow", "tenant=1,rate=50%,size=imix,port=1",
+              "--flow", "tenant=0,rate=0.3,size=200-600,port=1",
+              "--packets", 400, "--record", record_path, "--json", "--socket", sock)
+    figures = json.loads(run.stdout)
+    assert figures["account"]["balanced"] and figures["account"]["sent"] == 1200
+    rows = {row["tenant"]: row for row in figures["tenants"]}
+    assert rows[0]["sent"] == 800 and rows[1]["sent"] == 400 and rows[1]["weight"] == 2
+    for row in rows.values():
+        assert row["delivered"] + row["queue_drops"] + row["nt_drops"] == row["sent"]
+        assert 0 < row["latency"]["p50"] <= row["latency"]["p99"] <= row["latency"]["max"]
+    record = json.loads(record_path.read_text())
+    sizes = record["sent"]["size"]
+    tenant1 = [s for s, t in zip(sizes, record["sent"]["tenant"]) if t == 1]
+    assert set(tenant1) <= {64 + 4, 576 + 4, 1500 + 4, 64, 576, 1500}  # + a VLAN tag if added
+    assert all(s in (64, 68) for s, f in zip(sizes, record["sent"]["flow"]) if f == 0)
+
+    stats = _ok("stats", record_path, "--plot", plot, "--json")
+    again = json.loads(stats.stdout)
+    assert again["tenants"] == figures["tenants"] and again["account"] == figures["account"]
+    assert again["fairness"]["windows"] > 0 and 0 < again["fairness"]["jain_min"] <= 1
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+    table = _ok("stats", record_path).stdout
+    assert "balanced" in table and "Jain" in table
+
+    bad = _snic("traffic", "--flow", "tenant=0,rate=2", "--socket", sock)
+    assert bad.returncode == 2 and "rate must be a fraction" in bad.stderr
+    bad = _snic("traffic", "--flow", "tenant=3", "--socket", sock)
+    assert bad.returncode == 2 and "tenant 3 is not deployed" in bad.stderr
+
+
+async def _slow_reconfiguration(sock, cycles):
+    """Make every region's reconfiguration take ``cycles`` (the register a board sets)."""
+    client = await DeviceClient.connect(sock)
+    async with client:
+        description = (await client.hello())["regmap"]
+        for block in description["registers"]["blocks"]:
+            if block["name"].startswith("region") and block["name"][6:].isdigit():
+                reg = next(r for r in block["registers"] if r["name"] == "reconfig_cycles")
+                await client.write_word(reg["address"], cycles)
+
+
+async def _offline_regions(sock):
+    client = await DeviceClient.connect(sock)
+    async with client:
+        description = (await client.hello())["regmap"]
+        offline = []
+        for block in description["registers"]["blocks"]:
+            if block["name"].startswith("region") and block["name"][6:].isdigit():
+                reg = next(r for r in block["registers"] if r["name"] == "online")
+                value, _ = await client.read_word(reg["address"])
+                if not value:
+                    offline.append(int(block["name"][6:]))
+        return offline
+
+
+def test_device_killed_mid_deploy_then_a_clean_deploy(tmp_path):
+    sock = tmp_path / "device.sock"
+    proc = _serve(sock)
+    try:
+        before = _status(sock)
+        # Refusals change nothing.
+        broken = tmp_path / "broken.toml"
+        broken.write_text("[tenant]\nname = 'x'\n[[nodes]]\nname = 'a'\nnt = 'no_such_nt'\n")
+        for args, message in (((broken, "--tenant", 0), "no_such_nt"),
+                              ((CHAINS / "web.toml", "--tenant", 9), "tenant must be"),
+                              ((CHAINS / "web.toml", "--tenant", 0, "--instances", 3),
+                               "not enough free regions")):
+            result = _snic("deploy", *args, "--socket", sock)
+            assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert _status(sock)["tenants"] == before["tenants"]
+
+        # Region 1 loads web at reset; secure there needs a reconfiguration, made to take
+        # 2**31 cycles, so the deploy is waiting for it when the device dies.
+        asyncio.run(_slow_reconfiguration(sock, 1 << 31))
+        deploy = subprocess.Popen(
+            [sys.executable, "-m", "supernic.driver.cli", "deploy", str(CHAINS / "secure.toml"),
+             "--tenant", "2", "--instances", "2", "--socket", str(sock)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(600):
+            if deploy.poll() is not None or asyncio.run(_offline_regions(sock)):
+                break
+            asyncio.run(asyncio.sleep(0.05))
+        assert deploy.poll() is None, f"the deploy ended early: {deploy.communicate()}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        out, err = deploy.communicate(timeout=60)
+        assert deploy.returncode == 1, (out, err)
+        assert err.startswith("snic: error: ") and "device" in err and len(err.splitlines()) \
+            == 1, err
+    finally:
+        _stop(proc)
+
+    sock.unlink(missing_ok=True)    # SIGKILL left the socket file behind
+    proc = _serve(sock)
+    try:
+        _ok("deploy", CHAINS / "secure.toml", "--tenant", 2, "--instances", 2, "--socket", sock)
+        status = _status(sock)
+        assert [r["tenant"] for r in status["tenants"] if r["enabled"]] == [2]
+        hosting = [r["region"] for r in status["regions"] if r["personality"] == "secure"]
+        assert set(hosting) >= {1, 2}
+    finally:
+        _stop(proc)

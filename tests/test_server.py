@@ -126,6 +126,25 @@ def test_serve_two_clients_status_and_shutdown(parser_toml, tmp_path):
             with pytest.raises(DeviceError, match="port must be an integer from 0 to 0"):
                 await pusher.request("push", port=3, frame="00")
             assert await reader.cycle() > 0     # the connection survives refused requests
+            # A batch is all or nothing: one bad entry and none of it is queued.
+            with pytest.raises(DeviceError, match="frames_b64 entries must be base64"):
+                await pusher.request("push_batch", ports=[0, 0], frames_b64=["AAAA", "!!"],
+                                     at=[0, 0])
+            with pytest.raises(DeviceError, match="lists ports, frames_b64"):
+                await pusher.request("push_batch", ports=[0], frames_b64=["AAAA", "AAAA"])
+            assert (await pusher.run_status(1))["queued"] == [0]
+            # Paced: each packet's first beat goes no earlier than its cycle.
+            now = await pusher.cycle()
+            due = [now + 100, now + 100, now + 900]
+            queued = await pusher.push_batch([(0, bytes(64), c) for c in due])
+            assert queued == [3]
+            state = await pusher.run_status(50)
+            assert state["queued"] == [3] and state["delivered"] == 0
+            await pusher.drain(quiet=50)
+            paced = await pusher.pop()
+            starts = (await reader.ingress_cycles(0))[-3:]
+            assert starts[0] == due[0] and starts[1] == due[0] + 8 and starts[2] == due[2]
+            assert [len(d.data) for d in paced] == [64] * 3
             await pusher.close()
             await reader.close()
             return out, accepted, counters
@@ -151,7 +170,10 @@ def test_serve_two_clients_status_and_shutdown(parser_toml, tmp_path):
         status = _snic("status", "--socket", sock, "--json")
         assert status.returncode == 0, status.stderr
         report = json.loads(status.stdout)
-        assert report["ports"] == [{"port": 0, "parser": counters, "classifier": None}]
+        paced = {"packets": 3, "bytes": 3 * 64, "malformed": 3 * is_error(model.parse(bytes(64)))}
+        assert report["ports"] == [{"port": 0, "parser": {k: v + paced[k]
+                                                          for k, v in counters.items()},
+                                    "classifier": None}]
         assert report["design"]["build_id_matches"] and report["design"]["data_width"] == 64
         assert report["tenants"] is None and report["regions"] is None
         assert set(report["absent"]) == {"tenants", "regions"}

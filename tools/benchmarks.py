@@ -93,30 +93,69 @@ def _harness_show(result, console):
 
 def _device_bench(config, console, quick):
     """The virtual device (Verilator behind the C++ harness, no Python per cycle) against
-    cocotb, same design and traffic: the web chain at 64 bits (the bench in
-    sim/vdev/bench.py; the NIC's own figure is still to come)."""
-    from ..sim.vdev.bench import _CHAINS, cocotb_rate, device_rate
+    cocotb in one run (sim/vdev/bench.py):
+
+    * ``chain``: the web chain at 64 bits, saturated, same frames on both;
+    * ``nic``: the design's NIC (the default one unless --config) with two tenants saturating
+      both ports, deployed by the control plane; cocotb runs the NIC bench's ``shares``
+      scenario with the same tenants, sizes and ports (marginal rate of two window lengths);
+    * ``replay``: a 100,000-packet pcap (10,000 with --quick) of every region's tenant replayed
+      through the NIC served on a socket, as ``snic traffic --replay`` does it: wall seconds
+      per phase and simulated cycles per second."""
+    from ..sim.vdev.bench import (_CHAINS, cocotb_rate, device_rate, nic_cocotb_rate,
+                                  nic_replay, nic_saturated_rate)
     log = cache_root() / "logs" / "bench-device.log"
     path, width, packets = _CHAINS / "web.toml", 64, 400 if quick else 4000
+    result = {"benchmark": "device", "log": str(log)}
     with console.status("device bench") as status:
         with quiet_fds(log):
             status.update(f"virtual device: web chain, {width}-bit, {packets} packets...")
             device = device_rate(path, width, packets, progress=status.update)
             status.update(f"cocotb: web chain, {width}-bit, {packets} packets...")
             cocotb = cocotb_rate(path, width, packets, progress=status.update)
-    return {"benchmark": "device", "design": f"chain web, {width}-bit", "packets": packets,
-            "log": str(log),
-            "device_cycles_per_s": round(device["cycles_per_s"]),
-            "device_idle_cycles_per_s": round(device["idle_cycles_per_s"]),
-            "cocotb_cycles_per_s": round(cocotb["cycles_per_s"]),
-            "speedup": round(device["cycles_per_s"] / cocotb["cycles_per_s"], 1),
-            "delivered": device["delivered"]}
+            result["chain"] = {
+                "design": f"chain web, {width}-bit", "packets": packets,
+                "device_cycles_per_s": round(device["cycles_per_s"]),
+                "device_idle_cycles_per_s": round(device["idle_cycles_per_s"]),
+                "cocotb_cycles_per_s": round(cocotb["cycles_per_s"]),
+                "speedup": round(device["cycles_per_s"] / cocotb["cycles_per_s"], 1),
+                "delivered": device["delivered"]}
+            if config.is_nic:
+                name = f"{config.name} ({config.data_width}-bit NIC, {len(config.regions)} regions)"
+                status.update(f"virtual device: {name}, two tenants saturating both ports...")
+                nic = nic_saturated_rate(config, 20_000 if quick else 200_000,
+                                         progress=status.update)
+                status.update(f"cocotb: {name}, the same tenants...")
+                nic_cocotb = nic_cocotb_rate(config, progress=status.update,
+                                             windows=(1_000, 3_000) if quick else (2_000, 12_000))
+                result["nic"] = {
+                    "design": name, "device_cycles_per_s": round(nic["cycles_per_s"]),
+                    "cocotb_cycles_per_s": round(nic_cocotb["cycles_per_s"]),
+                    "speedup": round(nic["cycles_per_s"] / nic_cocotb["cycles_per_s"], 1),
+                    "cycles": nic["cycles"], "delivered": nic["delivered"]}
+                count = 10_000 if quick else 100_000
+                status.update(f"replaying a {count:,}-packet pcap through {name}...")
+                replay = nic_replay(config, count, progress=status.update)
+                result["replay"] = {"design": name, **{
+                    k: (round(v, 2) if isinstance(v, float) else v) for k, v in replay.items()}}
+    return result
 
 
 def _device_show(result, console):
-    console.print(f"{result['design']}: virtual device {result['device_cycles_per_s']:,} "
-                  f"cycles/s busy ({result['device_idle_cycles_per_s']:,} idle), cocotb "
-                  f"{result['cocotb_cycles_per_s']:,} cycles/s: {result['speedup']}x")
+    c = result["chain"]
+    console.print(f"{c['design']}: virtual device {c['device_cycles_per_s']:,} cycles/s busy "
+                  f"({c['device_idle_cycles_per_s']:,} idle), cocotb "
+                  f"{c['cocotb_cycles_per_s']:,} cycles/s: {c['speedup']}x")
+    if "nic" in result:
+        n = result["nic"]
+        console.print(f"{n['design']}: virtual device {n['device_cycles_per_s']:,} cycles/s "
+                      f"with both ports saturated, cocotb {n['cocotb_cycles_per_s']:,} "
+                      f"cycles/s: {n['speedup']}x")
+        r = result["replay"]
+        console.print(f"replay of {r['packets']:,} packets: {r['seconds']:.1f} s (read "
+                      f"{r['read_s']:.1f}, simulate {r['run_s']:.1f}, write {r['write_s']:.1f});"
+                      f" {r['cycles']:,} cycles at {round(r['cycles_per_s']):,} cycles/s, "
+                      f"{r['delivered']:,} delivered")
 
 
 from .bench_nt import nt_bench, nt_show, standalone_config  # noqa: E402
@@ -146,7 +185,8 @@ BENCHMARKS = {
         "512 bits, vs the chain alone behind its parser", latency_bench, latency_show),
     "device": Benchmark(
         "simulated cycles/s of the virtual device (no Python per cycle) vs cocotb on the same "
-        "design and traffic (the web chain at 64 bits)", _device_bench, _device_show),
+        "design and traffic (the web chain at 64 bits; the NIC), and the time to replay a "
+        "100,000-packet pcap through the served NIC", _device_bench, _device_show),
     "transform": Benchmark(
         "the state-yielding transform per NT: ECP5/UltraScale+ area and ECP5 fmax with and "
         "without, beats/cycle with and without, stop latency and state capture/restore "

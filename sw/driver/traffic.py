@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Flow", "TrafficError", "parse_flow", "make_schedule", "replay_schedule",
-           "Schedule", "run_traffic", "TrafficRun", "write_pcap_out", "IMIX"]
+           "Schedule", "run_traffic", "TrafficRun", "write_pcap_out", "delivered_tags", "IMIX"]
 
 #: Simple IMIX: 7 : 4 : 1 packets of 64, 576 and 1,500 bytes (the classic Internet mix of
 #: Agilent's and Spirent's test suites, after the NLANR packet-size studies).
@@ -168,19 +168,27 @@ def _templates(flow, target, header_bytes, seed):
         while len(frames) < flow.flows and attempt < 20:
             n = 4 * flow.flows
             s = seed + 7919 * i + 104729 * attempt
-            raw = (chain_traffic(target["spec"], n, s, flow.malformed, size, header_bytes)
-                   if target and target.get("spec") is not None
-                   else [f for _, f in random_packets(n, s, size, flow.malformed)])
-            for frame in raw:
-                if isinstance(size, int) and len(frame) != size:
-                    continue
-                meta = parser.parse(frame)
-                usable = [k for k in keys if meta["vxlan"] or k < 4096]
-                if not usable:
-                    continue
-                frames.append(tag_frame(frame, meta, usable[len(frames) % len(usable)]))
-                if len(frames) == flow.flows:
-                    break
+            # An untagged frame gains a 4-byte 802.1Q tag for the key: make fixed sizes both
+            # ways and keep the frames that come out at the size asked for; make ranges 4
+            # bytes short at the top.
+            if isinstance(size, int):
+                makes = (size, size - 4)
+            elif isinstance(size, tuple) and size[1] - 4 >= size[0]:
+                makes = ((size[0], size[1] - 4),)
+            else:
+                makes = (size,)
+            for made in makes:
+                raw = (chain_traffic(target["spec"], n, s, flow.malformed, made, header_bytes)
+                       if target and target.get("spec") is not None
+                       else [f for _, f in random_packets(n, s, made, flow.malformed)])
+                for frame in raw:
+                    meta = parser.parse(frame)
+                    usable = [k for k in keys if meta["vxlan"] or k < 4096]
+                    if not usable or len(frames) == flow.flows:
+                        continue
+                    tagged = tag_frame(frame, meta, usable[len(frames) % len(usable)])
+                    if not isinstance(size, int) or len(tagged) == size:
+                        frames.append(tagged)
             attempt += 1
         if not frames:
             raise TrafficError(f"cannot make {size}-byte frames that carry tenant "
@@ -304,8 +312,12 @@ def _user_layout(description):
     return nic_layout(shape)
 
 
-def _decode_out(packets, layout):
-    """Columns of the NIC tag and timestamps of delivered packets."""
+def delivered_tags(packets, description):
+    """Columns (numpy arrays) of the NIC tag and cycles of delivered packets (``Delivered``)
+    from a NIC described by ``description``: ``tenant``, ``port``, ``seq``, ``region``,
+    ``size``, ``ingress`` (the cycle its first beat entered), ``first`` and ``last`` (the
+    cycles its first and last beat left)."""
+    layout = _user_layout(description)
     from amaranth.hdl import Shape
     fields = dict(layout)
     hdr, tag = fields["hdr"], fields["tag"]
@@ -402,7 +414,7 @@ async def run_traffic(client, description, schedule, progress=None, chunk=20_000
     if progress:
         progress(len(out), len(schedule), end - start)
     after = await read_status(bus, description)
-    delivered = _decode_out(out, _user_layout(description))
+    delivered = delivered_tags(out, description)
     sent = {"port": np.array(schedule.ports, dtype=np.int64),
             "tenant": np.array(schedule.tenants, dtype=np.int64),
             "flow": np.array(schedule.flow_ids, dtype=np.int64),

@@ -413,3 +413,71 @@ async def _description(sock):
     client = await DeviceClient.connect(sock)
     async with client:
         return (await client.hello())["regmap"]
+
+
+async def _push_on(sock, port, frames, spacing):
+    client = await DeviceClient.connect(sock)
+    async with client:
+        base = await client.cycle() + 100
+        await client.push_batch([(port, f, base + spacing * i) for i, f in enumerate(frames)])
+
+
+async def _drain_and_pop(sock):
+    client = await DeviceClient.connect(sock)
+    async with client:
+        await client.drain(quiet=500)
+        return await client.pop(), [await client.ingress_cycles(p) for p in (0, 1)]
+
+
+def test_time_shared_region_through_the_cli(device, tmp_path):
+    """Two tenants time-share region 3 (the metered chain, different keys and buckets) by `snic
+    deploy --share` and `snic switch` on the served NIC: each tenant's packets equal its own
+    chain model's, and tenant 0's NT counters, saved while tenant 1 ran, go on afterwards."""
+    import random
+    sock = device
+    variant = tmp_path / "metered_b.toml"
+    variant.write_text((CHAINS / "metered.toml").read_text()
+                       .replace("keys = [10, 20]", "keys = [40]")
+                       .replace("{ rate = 8.0, burst = 20000, action = \"drop\" }",
+                                "{ rate = 0.2, burst = 2000, action = \"drop\" }"))
+    _ok("deploy", CHAINS / "metered.toml", "--tenant", 0, "--socket", sock)
+    shared = _ok("deploy", variant, "--tenant", 1, "--share", 3, "--socket", sock)
+    assert "time-shared (held until snic switch --region 3 --tenant 1)" in shared.stdout
+    specs = {0: load_chain(CHAINS / "metered.toml"), 1: load_chain(variant)}
+    parser, rng = ParserModel(HEADER_BYTES), random.Random(9)
+
+    def frames_of(t, n, sizes, seed):
+        return [tag_frame(f, parser.parse(f), rng.choice(specs[t].keys))
+                for f in chain_traffic(specs[t], n, seed, 0.0, sizes, HEADER_BYTES)]
+    first, held = frames_of(0, 40, (60, 400), 1), frames_of(1, 25, (60, 120), 2)
+    asyncio.run(_push_on(sock, 0, first, 150))
+    asyncio.run(_push_on(sock, 1, held, 100))        # queued: tenant 1 is held
+    asyncio.run(_run(sock, 10_000))
+    _ok("switch", "--region", 3, "--tenant", 1, "--socket", sock)
+    asyncio.run(_run(sock, 5_000))
+    _ok("switch", "--region", 3, "--tenant", 0, "--socket", sock)
+    later = frames_of(0, 20, (60, 400), 3)
+    asyncio.run(_push_on(sock, 0, later, 150))
+    out, accepted = asyncio.run(_drain_and_pop(sock))
+
+    tags = delivered_tags(out, asyncio.run(_description(sock)))
+    got = {(int(p), int(s)): packet.data for p, s, packet in zip(tags["port"], tags["seq"], out)}
+    per_port = {0: first + later, 1: held}
+    for port, tenant in ((0, 0), (1, 1)):
+        chain = ChainModel(specs[tenant], DATA_WIDTH, HEADER_BYTES)
+        for i, frame in enumerate(per_port[port]):
+            meta = parser.parse(frame)
+            meta["ts"] = accepted[port][i] % 2 ** 32
+            result, out_meta = chain.process(frame, meta)
+            if out_meta["drop"]:
+                assert (port, i) not in got, f"tenant {tenant}'s input {i} should be dropped"
+            else:
+                assert got.get((port, i)) == result, f"tenant {tenant}'s input {i} differs"
+        if tenant == 0:
+            tenant0 = chain
+    assert {int(t) for t in tags["tenant"]} == {0, 1}
+    rows = {row["tenant"]: row for row in _status(sock)["tenants"]}
+    assert rows[0]["queue_drops"] == rows[1]["queue_drops"] == 0
+    for node, model in tenant0.models.items():       # tenant 0's context is loaded again
+        want = model.counters()
+        assert asyncio.run(_registers(sock, f"r3_metered_{node}", list(want))) == want

@@ -40,11 +40,13 @@ def tenant_frames(spec, size, key, count, seed, header_bytes, delivered_only=Fal
     """``count`` frames of exactly ``size`` bytes for ``spec``, tagged with ``key``; with
     ``delivered_only``, only frames the chain delivers and changes (its firewall drops some of
     its test traffic, and packets an NT does not apply to skip it: neither does the work the
-    bench means to measure). With ``distinct_flows`` every IPv4 frame gets its own destination
-    port (checksums recomputed), so flow-hash dispatch spreads them evenly over instances."""
+    bench means to measure). With ``distinct_flows`` every frame is a flow of its own: IPv4
+    TCP/UDP frames only, each given a destination port drawn without replacement (checksums
+    recomputed), so flow-hash dispatch sees ``count`` random flows."""
     import random
     from supernic.sim.chain_model import retarget
     rng = random.Random(seed)
+    ports = iter(rng.sample(range(1024, 65536), min(count * 4, 64512)))
     from supernic.sim.chain_model import ChainModel
     parser = ParserModel(header_bytes)
     chain = ChainModel(spec, 64, header_bytes) if delivered_only else None
@@ -55,9 +57,11 @@ def tenant_frames(spec, size, key, count, seed, header_bytes, delivered_only=Fal
             meta = parser.parse(f)
             if meta["vxlan"] or meta["vlan_count"]:
                 continue
-            if (distinct_flows and meta["l3_kind"][0] == 1 and meta["l4_kind"][0]
-                    and not meta["flags"]["fragment"]):
-                f = retarget(f, meta, meta["flow"]["dst_ip"], rng.randrange(1024, 65536))
+            if distinct_flows:
+                if (meta["l3_kind"][0] != 1 or not meta["l4_kind"][0]
+                        or meta["flags"]["fragment"]):
+                    continue
+                f = retarget(f, meta, meta["flow"]["dst_ip"], next(ports))
             tagged = tag_frame(f, meta, key)
             if len(tagged) != size:
                 continue
@@ -320,7 +324,9 @@ async def scaling(dut):
     for k in range(1, len(scenario["instances"]) + 1):
         tenant["regions"] = scenario["instances"][:k]
         await nic.deploy([tenant], scenario["policy"])
-        source = SaturatingSource(dut, shape, _pool(shape, [tenant], shape.header_bytes, 512))
+        if k == 1:
+            pool, hashes = _pool_with_hashes(shape, tenant, scenario.get("flows", 512))
+        source = SaturatingSource(dut, shape, pool)
         task = cocotb.start_soon(source.run())
         await ClockCycles(dut.clk, scenario.get("warmup", 4000))
         before = await _usage(nic, [tenant])
@@ -333,9 +339,33 @@ async def scaling(dut):
         i = tenant["id"]
         delivered = after[i]["delivered"] - before[i]["delivered"]
         beats = delivered * -(-tenant["size"] // shape.beat_bytes)
-        points.append({"instances": k, "beats_per_cycle": beats / cycles})
+        points.append({"instances": k, "beats_per_cycle": beats / cycles,
+                       "hash_bound": _hash_bound(hashes, k, design["config"]["table_size"])})
     reaction = await _scale_out_reaction(dut, nic, shape, tenant, scenario)
     _write_result({"points": points, "reconfig_cycles": reconfig, "reaction": reaction})
+
+
+def _pool_with_hashes(shape, tenant, count):
+    """:func:`_pool` for one tenant, and the flow hash of each of its frames."""
+    frames = tenant_frames(tenant["chain"], tenant["size"], tenant["keys"][0], count,
+                           11 + tenant["id"], shape.header_bytes,
+                           delivered_only=tenant.get("delivered_only", False),
+                           distinct_flows=tenant.get("distinct_flows", False))
+    pool = [[] for _ in range(shape.ports)]
+    pool[tenant["port"]].append((tenant["id"], [frame_to_beats(f, shape.data_width)
+                                                for f in frames]))
+    parser = ParserModel(shape.header_bytes)
+    return pool, [parser.parse(f)["flow_hash"] for f in frames]
+
+
+def _hash_bound(hashes, k, table_size):
+    """The efficiency flow-hash dispatch allows ``k`` instances on these flows, each sent
+    equally often: bucket ``hash mod table_size`` goes to instance ``bucket mod k`` (the
+    control plane's table), and the busiest instance sets the pace."""
+    counts = [0] * k
+    for h in hashes:
+        counts[(h % table_size) % k] += 1
+    return (len(hashes) / k) / max(counts)
 
 
 async def _scale_out_reaction(dut, nic, shape, tenant, scenario):

@@ -205,7 +205,8 @@ def test_flows_on_both_ports_and_stats(device, tmp_path):
     run = _ok("traffic", "--flow", "tenant=0,rate=0.8,size=64,port=0",
               "--flow", "tenant=1,rate=50%,size=imix,port=1",
               "--flow", "tenant=0,rate=0.3,size=200-600,port=1",
-              "--packets", 400, "--record", record_path, "--json", "--socket", sock)
+              "--packets", 400, "--backpressure", 0.3, "--record", record_path, "--json",
+              "--socket", sock)
     figures = json.loads(run.stdout)
     assert figures["account"]["balanced"] and figures["account"]["sent"] == 1200
     rows = {row["tenant"]: row for row in figures["tenants"]}
@@ -232,6 +233,11 @@ def test_flows_on_both_ports_and_stats(device, tmp_path):
     assert bad.returncode == 2 and "rate must be a fraction" in bad.stderr
     bad = _snic("traffic", "--flow", "tenant=3", "--socket", sock)
     assert bad.returncode == 2 and "tenant 3 is not deployed" in bad.stderr
+    bad = _snic("traffic", "--flow", "tenant=0", "--backpressure", 1, "--socket", sock)
+    assert bad.returncode == 2 and "--backpressure must be a probability" in bad.stderr
+    again = json.loads(_ok("traffic", "--flow", "tenant=0,size=64,packets=50", "--json",
+                           "--socket", sock).stdout)
+    assert again["account"]["balanced"] and again["account"]["sent"] == 50
 
 
 async def _slow_reconfiguration(sock, cycles):

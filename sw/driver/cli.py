@@ -400,6 +400,9 @@ def cmd_traffic(args):
     if args.clock_mhz <= 0:
         _error(f"--clock-mhz must be positive, not {args.clock_mhz}")
         return 2
+    if not 0 <= args.backpressure < 1:
+        _error(f"--backpressure must be a probability in [0, 1), not {args.backpressure}")
+        return 2
     try:
         flows = [parse_flow(text) for text in args.flow or ()]
     except TrafficError as e:
@@ -439,7 +442,8 @@ def cmd_traffic(args):
                 task = bar.add_task("delivered", total=len(schedule), cycles=0)
                 run = await run_traffic(client, description, schedule, progress=lambda done,
                                         total, cycles: bar.update(task, completed=done,
-                                                                  cycles=cycles))
+                                                                  cycles=cycles),
+                                        backpressure=args.backpressure, seed=args.seed)
             return run, weights
 
     try:
@@ -630,6 +634,8 @@ def main(argv=None):
     p.add_argument("--cycles", type=int, help="instead of --packets: what each flow's rate "
                                                "fits into this many cycles")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
+                   help="the receiver is not ready in a cycle with probability P (default 0)")
     p.add_argument("--clock-mhz", type=float, default=250.0,
                    help="clock for Gbit/s and pcap timestamps (default 250)")
     p.add_argument("--out", type=Path, help="write the delivered packets to this pcap")

@@ -368,15 +368,28 @@ def _counter_delta(before, after):
 
 
 async def run_traffic(client, description, schedule, progress=None, chunk=20_000,
-                      quiet=500, stall_cycles=2_000_000):
+                      quiet=500, stall_cycles=2_000_000, backpressure=0.0, seed=1):
     """Push ``schedule`` (offer cycles relative to now), run the device until it has drained
     and pop what it delivered. ``progress(delivered, total, cycle)`` is called as it goes.
+    ``backpressure``: the probability the output is not ready in a cycle, for this run.
     Raises :class:`TrafficError` if nothing moves for ``stall_cycles`` with packets queued."""
     from .client import SocketBus
     from .status import read_status
 
     bus = SocketBus(client)
     before = await read_status(bus, description)
+    await client.set_backpressure(backpressure, seed)
+    try:
+        return await _run_traffic(client, bus, description, schedule, before, progress, chunk,
+                                  quiet, stall_cycles)
+    finally:
+        if backpressure:
+            await client.set_backpressure(0.0)
+
+
+async def _run_traffic(client, bus, description, schedule, before, progress, chunk, quiet,
+                       stall_cycles):
+    from .status import read_status
     start = await client.cycle()
     # The first offer goes a few cycles from now, so the pushes (which take no cycles) are
     # all queued before any is due.

@@ -17,7 +17,6 @@ import copy
 import json
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from supernic.driver.cli import main as snic
 from supernic.driver.control import (ControlError, ControlPlane, ControlTimeout, DeployFailed,
                                      DeployRefused)
 from supernic.driver.discovery import UnsupportedDesignError
-from supernic.driver.server import DeviceServer
+from supernic.driver.server import DeviceServer, serving_in_thread
 from supernic.driver.transport import RegisterBus, Response
 from supernic.hw.chain.spec import ChainError, load_chain
 from supernic.hw.config import DesignConfig, load_config
@@ -57,8 +56,7 @@ class FakeNic(RegisterBus):
         self.description = description
         self.model = RegisterFileModel(description["registers"])
         cfg = description["config"]
-        self.shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"],
-                              cfg["ports"], len(description["regions"]))
+        self.shape = NicShape.from_description(description)
         m, sh = self.model, self.shape
         m.set_input("id", "build_id", description["build_id"])
         m.set_input("id", "design_version", 0x0001_0000)
@@ -607,19 +605,7 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
     sock = short / "dev.sock"
     nic = FakeNic(nic_description)
     server = DeviceServer(FakeDevice(nic), nic_description)
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def serve():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start(sock))
-        started.set()
-        loop.run_until_complete(server.serve())
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        assert started.wait(10)
+    with serving_in_thread(server, sock, timeout=10):
         assert snic(["deploy", str(CHAINS / "web.toml"), "--tenant", "1", "--instances", "2",
                      "--socket", str(sock)]) == 0
         assert capsys.readouterr().out.strip() == "deployed web as tenant 1 on regions 0, 1"
@@ -685,9 +671,6 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         assert snic(["undeploy", "--tenant", "2", "--socket", str(sock)]) == 0
         assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 0
         assert nic.model.get("scheduler", "tenant_enable") == 0
-    finally:
-        loop.call_soon_threadsafe(server.request_shutdown)
-        thread.join(10)
     assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no device is serving" in err[0]

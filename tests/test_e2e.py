@@ -18,11 +18,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from supernic.driver.client import DeviceClient
+from supernic.driver.client import DeviceClient, SocketBus
+from supernic.driver.discovery import read_register, write_register
 from supernic.driver.traffic import delivered_tags
 from supernic.hw.chain.spec import load_chain
 from supernic.hw.nic.classifier import ClassifierConfig
@@ -91,6 +93,69 @@ def _deploy(sock, tenant, chain, *more):
 
 def _status(sock):
     return json.loads(_ok("status", "--socket", sock, "--json").stdout)
+
+
+def _on_device(sock, work):
+    """``await work(client, description)`` on a connection of its own to the served device."""
+    async def session():
+        client = await DeviceClient.connect(sock)
+        async with client:
+            return await work(client, (await client.hello())["regmap"])
+    return asyncio.run(session())
+
+
+def _run(sock, cycles):
+    _on_device(sock, lambda client, _: client.run(cycles))
+
+
+def _push_paced(sock, port, frames, spacing, start_in=100):
+    """Queue ``frames`` on ``port``, one every ``spacing`` cycles from ``start_in`` on."""
+    async def push(client, _):
+        base = await client.cycle() + start_in
+        await client.push_batch([(port, f, base + spacing * i) for i, f in enumerate(frames)])
+    _on_device(sock, push)
+
+
+def _collect(sock):
+    """Drain the device: the delivered packets, their NIC tags and each port's accept
+    cycles."""
+    async def collect(client, description):
+        await client.drain(quiet=500)
+        out = await client.pop()
+        return (out, delivered_tags(out, description),
+                [await client.ingress_cycles(p)
+                 for p in range(description["config"]["ports"])])
+    return _on_device(sock, collect)
+
+
+def _registers(sock, block, names):
+    async def read(client, description):
+        bus = SocketBus(client)
+        return {n: await read_register(bus, description["registers"], block, n) for n in names}
+    return _on_device(sock, read)
+
+
+def _regions(description):
+    return range(len(description["regions"]))
+
+
+def _set_reconfiguration(sock, cycles):
+    """Make every region's reconfiguration take ``cycles`` (the register a board sets)."""
+    async def write(client, description):
+        bus = SocketBus(client)
+        for r in _regions(description):
+            await write_register(bus, description["registers"], f"region{r}",
+                                 "reconfig_cycles", cycles)
+    _on_device(sock, write)
+
+
+def _offline_regions(sock):
+    async def read(client, description):
+        bus = SocketBus(client)
+        return [r for r in _regions(description)
+                if not await read_register(bus, description["registers"], f"region{r}",
+                                           "online")]
+    return _on_device(sock, read)
 
 
 def _replay_frames(n, seed):
@@ -192,9 +257,9 @@ def test_deployed_tenants_replay_matches_the_model(device, tmp_path):
             assert row["queue_drops"] == queue_drops[t]
             assert row["dropped"] == nt_drops[t]
             assert row["delivered"] == sum(1 for x, _ in expected.values() if x == t)
-    assert figures["account"] == {**figures["account"], "unmatched": unmatched,
-                                  "nt": sum(nt_drops.values()),
-                                  "queue": sum(queue_drops.values())}
+    account = figures["account"]
+    assert (account["unmatched"], account["nt"], account["queue"]) == (
+        unmatched, sum(nt_drops.values()), sum(queue_drops.values()))
 
 
 def test_flows_on_both_ports_and_stats(device, tmp_path):
@@ -240,31 +305,6 @@ def test_flows_on_both_ports_and_stats(device, tmp_path):
     assert again["account"]["balanced"] and again["account"]["sent"] == 50
 
 
-async def _slow_reconfiguration(sock, cycles):
-    """Make every region's reconfiguration take ``cycles`` (the register a board sets)."""
-    client = await DeviceClient.connect(sock)
-    async with client:
-        description = (await client.hello())["regmap"]
-        for block in description["registers"]["blocks"]:
-            if block["name"].startswith("region") and block["name"][6:].isdigit():
-                reg = next(r for r in block["registers"] if r["name"] == "reconfig_cycles")
-                await client.write_word(reg["address"], cycles)
-
-
-async def _offline_regions(sock):
-    client = await DeviceClient.connect(sock)
-    async with client:
-        description = (await client.hello())["regmap"]
-        offline = []
-        for block in description["registers"]["blocks"]:
-            if block["name"].startswith("region") and block["name"][6:].isdigit():
-                reg = next(r for r in block["registers"] if r["name"] == "online")
-                value, _ = await client.read_word(reg["address"])
-                if not value:
-                    offline.append(int(block["name"][6:]))
-        return offline
-
-
 def test_device_killed_mid_deploy_then_a_clean_deploy(tmp_path):
     sock = tmp_path / "device.sock"
     proc = _serve(sock)
@@ -283,15 +323,15 @@ def test_device_killed_mid_deploy_then_a_clean_deploy(tmp_path):
 
         # Region 1 loads web at reset; secure there needs a reconfiguration, made to take
         # 2**31 cycles, so the deploy is waiting for it when the device dies.
-        asyncio.run(_slow_reconfiguration(sock, 1 << 31))
+        _set_reconfiguration(sock, 1 << 31)
         deploy = subprocess.Popen(
             [sys.executable, "-m", "supernic.driver.cli", "deploy", str(CHAINS / "secure.toml"),
              "--tenant", "2", "--instances", "2", "--socket", str(sock)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(600):
-            if deploy.poll() is not None or asyncio.run(_offline_regions(sock)):
+            if deploy.poll() is not None or _offline_regions(sock):
                 break
-            asyncio.run(asyncio.sleep(0.05))
+            time.sleep(0.05)
         assert deploy.poll() is None, f"the deploy ended early: {deploy.communicate()}"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -312,28 +352,6 @@ def test_device_killed_mid_deploy_then_a_clean_deploy(tmp_path):
         assert set(hosting) >= {1, 2}
     finally:
         _stop(proc)
-
-
-async def _push_paced(sock, frames, spacing, start_in):
-    """Queue ``frames`` on port 0, one every ``spacing`` cycles from ``start_in`` cycles on."""
-    client = await DeviceClient.connect(sock)
-    async with client:
-        base = await client.cycle() + start_in
-        await client.push_batch([(0, f, base + spacing * i) for i, f in enumerate(frames)])
-
-
-async def _run(sock, cycles):
-    client = await DeviceClient.connect(sock)
-    async with client:
-        await client.run(cycles)
-
-
-async def _collect(sock):
-    """Drain the device; the delivered packets and port 0's accept cycles."""
-    client = await DeviceClient.connect(sock)
-    async with client:
-        await client.drain(quiet=500)
-        return await client.pop(), await client.ingress_cycles(0)
 
 
 def test_live_migration_under_traffic_matches_the_model(device):
@@ -357,13 +375,12 @@ def test_live_migration_under_traffic_matches_the_model(device):
     frames = []
     for frame in chain_traffic(spec, 1200, 23, 0.05, (60, 600), HEADER_BYTES):
         frames.append(tag_frame(frame, parser.parse(frame), rng.choice(spec.keys)))
-    asyncio.run(_push_paced(sock, frames, spacing=90, start_in=100))
-    asyncio.run(_run(sock, 30_000))          # a quarter of it through region 3
+    _push_paced(sock, 0, frames, spacing=90)
+    _run(sock, 30_000)                       # a quarter of it through region 3
     moved = _ok("migrate", "--tenant", 0, "--from", 3, "--to", 5, "--socket", sock)
     assert moved.stdout.startswith("tenant 0: metered moved from region 3 to region 5")
-    out, accepted = asyncio.run(_collect(sock))
+    out, tags, (accepted, _) = _collect(sock)
     assert len(accepted) == len(frames)
-    tags = delivered_tags(out, asyncio.run(_description(sock)))
     regions = [int(r) for r in tags["region"]]
     assert regions[0] == 3 and regions[-1] == 5 and regions == sorted(regions)
     seqs = [int(s) for s in tags["seq"]]
@@ -402,37 +419,8 @@ def test_live_migration_under_traffic_matches_the_model(device):
     # The NTs' counters in region 5 went on from region 3's: they count every packet.
     for node, model in chain.models.items():
         want = model.counters()
-        got = asyncio.run(_registers(sock, f"r5_metered_{node}", list(want)))
+        got = _registers(sock, f"r5_metered_{node}", list(want))
         assert got == want, f"r5_metered_{node}: hw {got}, model {want}"
-
-
-async def _registers(sock, block, names):
-    from supernic.driver.discovery import read_register
-    from supernic.driver.client import SocketBus
-    client = await DeviceClient.connect(sock)
-    async with client:
-        regmap = (await client.hello())["regmap"]["registers"]
-        return {n: await read_register(SocketBus(client), regmap, block, n) for n in names}
-
-
-async def _description(sock):
-    client = await DeviceClient.connect(sock)
-    async with client:
-        return (await client.hello())["regmap"]
-
-
-async def _push_on(sock, port, frames, spacing):
-    client = await DeviceClient.connect(sock)
-    async with client:
-        base = await client.cycle() + 100
-        await client.push_batch([(port, f, base + spacing * i) for i, f in enumerate(frames)])
-
-
-async def _drain_and_pop(sock):
-    client = await DeviceClient.connect(sock)
-    async with client:
-        await client.drain(quiet=500)
-        return await client.pop(), [await client.ingress_cycles(p) for p in (0, 1)]
 
 
 def test_time_shared_region_through_the_cli(device, tmp_path):
@@ -456,17 +444,16 @@ def test_time_shared_region_through_the_cli(device, tmp_path):
         return [tag_frame(f, parser.parse(f), rng.choice(specs[t].keys))
                 for f in chain_traffic(specs[t], n, seed, 0.0, sizes, HEADER_BYTES)]
     first, held = frames_of(0, 40, (60, 400), 1), frames_of(1, 25, (60, 120), 2)
-    asyncio.run(_push_on(sock, 0, first, 150))
-    asyncio.run(_push_on(sock, 1, held, 100))        # queued: tenant 1 is held
-    asyncio.run(_run(sock, 10_000))
+    _push_paced(sock, 0, first, 150)
+    _push_paced(sock, 1, held, 100)                  # queued: tenant 1 is held
+    _run(sock, 10_000)
     _ok("switch", "--region", 3, "--tenant", 1, "--socket", sock)
-    asyncio.run(_run(sock, 5_000))
+    _run(sock, 5_000)
     _ok("switch", "--region", 3, "--tenant", 0, "--socket", sock)
     later = frames_of(0, 20, (60, 400), 3)
-    asyncio.run(_push_on(sock, 0, later, 150))
-    out, accepted = asyncio.run(_drain_and_pop(sock))
+    _push_paced(sock, 0, later, 150)
+    out, tags, accepted = _collect(sock)
 
-    tags = delivered_tags(out, asyncio.run(_description(sock)))
     got = {(int(p), int(s)): packet.data for p, s, packet in zip(tags["port"], tags["seq"], out)}
     per_port = {0: first + later, 1: held}
     for port, tenant in ((0, 0), (1, 1)):
@@ -486,4 +473,4 @@ def test_time_shared_region_through_the_cli(device, tmp_path):
     assert rows[0]["queue_drops"] == rows[1]["queue_drops"] == 0
     for node, model in tenant0.models.items():       # tenant 0's context is loaded again
         want = model.counters()
-        assert asyncio.run(_registers(sock, f"r3_metered_{node}", list(want))) == want
+        assert _registers(sock, f"r3_metered_{node}", list(want)) == want

@@ -36,6 +36,7 @@ scheduler, store and egress add (goal: 16 cycles or fewer at 512 bits).
 import json
 import time
 
+from ..driver.stats import jain
 from ..hw.config import DesignConfig
 from ..sim.build import cache_root
 from ..sim.session import chain_simulator, design_simulator, quiet_fds, run_bench
@@ -61,14 +62,6 @@ MB_MODULE = "supernic.sim.tb.nic_bench_tb"
 
 def _chain_path(name):
     return str(BENCH_NIC.with_(chains=(name,)).chain_paths()[0])
-
-
-def jain(xs):
-    """Jain's fairness index (Jain, Chiu, Hawe, DEC-TR-301, 1984): 1 when all are equal."""
-    xs = list(xs)
-    total = sum(xs)
-    squares = sum(x * x for x in xs)
-    return total * total / (len(xs) * squares) if squares else 1.0
 
 
 def ideal_shares(demands, capacity, limits, weights):
@@ -166,7 +159,8 @@ def fairness_bench(config, console, quick, tenants=None, policies=POLICIES):
                     "to_ideal": round(dominant / ideal[t["id"]], 3),
                     "queue_drops": u["queue_drops"]}
             figures["policies"][policy] = {
-                "jain": round(jain(shares), 4), "tenants": row,
+                # No share at all counts as equal shares (index 1), as it always has here.
+                "jain": round(jain(shares) or 1.0, 4), "tenants": row,
                 "dispatched_beats_per_cycle": round(sum(
                     got["usage"][str(t["id"])]["ingress"] for t in tenants), 4)}
     if "drf" in figures["policies"]:

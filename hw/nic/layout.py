@@ -56,6 +56,13 @@ class NicShape:
                 raise ValueError(f"nic.{name} must be an integer from 1 to {high}, "
                                  f"not {value!r}")
 
+    @classmethod
+    def from_description(cls, description):
+        """The shape of the NIC a design JSON (``hw.generate.design_description``) describes."""
+        cfg = description["config"]
+        return cls(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"],
+                   len(description["regions"]))
+
     @property
     def beat_bytes(self):
         return self.data_width // 8

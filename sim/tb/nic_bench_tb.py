@@ -29,10 +29,7 @@ from supernic.sim.tb.bench_env import design as read_design, write_result as _wr
 
 def _design():
     design = read_design()
-    cfg = design["config"]
-    shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"],
-                     len(cfg["regions"]))
-    return design, shape
+    return design, NicShape.from_description(design)
 
 
 def tenant_frames(spec, size, key, count, seed, header_bytes, delivered_only=False,

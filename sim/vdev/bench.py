@@ -105,6 +105,31 @@ if __name__ == "__main__":
     main()
 
 
+def _tenant_chains(description):
+    """``[(region, chain spec path)]``: the first region that loads each chain at reset, one
+    per chain (two tenants cannot share a chain's keys)."""
+    seen = {}
+    for r, personalities in enumerate(description["regions"]):
+        seen.setdefault(personalities[0]["name"], (r, personalities[0]["source"]))
+    return list(seen.values())
+
+
+def _two_chains(description):
+    chains = _tenant_chains(description)
+    if len(chains) < 2:
+        raise ValueError("the NIC bench needs two regions with different chains")
+    return chains[:2]
+
+
+async def _deploy_tenants(plane, sources):
+    """Each chain of ``sources`` as tenant 0, 1, ...; the flow targets ``snic traffic`` uses."""
+    targets = {}
+    for tenant, source in enumerate(sources):
+        record = await plane.deploy(source, tenant)
+        targets[tenant] = {"keys": list(record.keys), "spec": load_chain(source)}
+    return targets
+
+
 def nic_replay(config, packets, progress=print, seed=5):
     """Replay a ``packets``-packet pcap through ``config``'s NIC served as a virtual device,
     the way ``snic traffic --replay`` does it (socket, control plane, batch push, run, pop,
@@ -113,32 +138,18 @@ def nic_replay(config, packets, progress=print, seed=5):
     templates. Returns times per phase and the cycles simulated."""
     import asyncio
     import tempfile
-    import threading
 
     from ...driver.client import DeviceClient, SocketBus
     from ...driver.control import ControlPlane
-    from ...driver.server import DeviceServer
+    from ...driver.server import DeviceServer, serving_in_thread
     from ...driver.traffic import (make_schedule, parse_flow, replay_schedule, run_traffic,
                                    write_pcap_out)
     from ..build import generated_design
     from ..traffic import write_pcap
 
     paths = generated_design(config, progress=progress)
-    device = VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress)
     work = Path(tempfile.mkdtemp(prefix="snic-replay-", dir="/tmp"))
     sock = work / "dev.sock"
-    server = DeviceServer(device, device.regmap, paths["regmap"])
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def serve():
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start(sock))
-        started.set()
-        loop.run_until_complete(server.serve())
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    started.wait(30)
 
     async def session():
         client = await DeviceClient.connect(sock)
@@ -146,15 +157,9 @@ def nic_replay(config, packets, progress=print, seed=5):
             description = (await client.hello())["regmap"]
             plane = ControlPlane(SocketBus(client), description, work / "tenants.json",
                                  wait=lambda: client.run(256))
-            chains = {}
-            for personalities in description["regions"]:
-                first = personalities[0]
-                chains.setdefault(first["name"], first["source"])
-            targets = {}
-            for tenant, (name, source) in enumerate(chains.items()):
-                record = await plane.deploy(source, tenant)
-                targets[tenant] = {"keys": list(record.keys), "spec": load_chain(source)}
-            progress(f"deployed {', '.join(chains)}; making {packets} packets...")
+            targets = await _deploy_tenants(
+                plane, [source for _, source in _tenant_chains(description)])
+            progress(f"deployed {len(targets)} tenants; making {packets} packets...")
             per = packets // len(targets)
             flows = [parse_flow(f"tenant={t},size=200-1500,flows=64,packets="
                                 f"{per + (packets - per * len(targets) if t == 0 else 0)}")
@@ -174,12 +179,9 @@ def nic_replay(config, packets, progress=print, seed=5):
             t3 = time.perf_counter()
             return run, {"read_s": t1 - t0, "run_s": t2 - t1, "write_s": t3 - t2}
 
-    try:
-        run, times = asyncio.run(session())
-    finally:
-        loop.call_soon_threadsafe(server.request_shutdown)
-        thread.join(30)
-        device.close()
+    with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress) as device:
+        with serving_in_thread(DeviceServer(device, device.regmap, paths["regmap"]), sock):
+            run, times = asyncio.run(session())
     cycles = run.end_cycle - run.start_cycle
     return {"packets": packets, "delivered": len(run.frames), "cycles": cycles,
             "seconds": sum(times.values()), **times,
@@ -187,47 +189,25 @@ def nic_replay(config, packets, progress=print, seed=5):
             "packets_per_s": packets / sum(times.values())}
 
 
-def _two_chains(description):
-    """``[(region, chain spec path)]`` of the first two regions whose reset personalities are
-    different chains (two tenants cannot share a chain's keys)."""
-    seen = {}
-    for r, personalities in enumerate(description["regions"]):
-        seen.setdefault(personalities[0]["name"], (r, personalities[0]["source"]))
-    if len(seen) < 2:
-        raise ValueError("the NIC bench needs two regions with different chains")
-    return list(seen.values())[:2]
-
-
 def nic_saturated_rate(config, cycles=200_000, progress=print):
     """The virtual device's cycles/s on ``config``'s NIC with two tenants saturating both
-    ports (web 256-byte frames on port 0, the first region's chain; the second region's chain
-    with 512-byte frames on port 1), deployed by the control plane. In process, no socket."""
+    ports (the first region's chain with 256-byte frames on port 0, the next chain's with
+    512-byte frames on port 1), deployed by the control plane. In process, no socket."""
+    import asyncio
+
     from ...driver.control import ControlPlane
     from ...driver.traffic import make_schedule, parse_flow
-    from ...driver.transport import RegisterBus, Response
     from ..build import generated_design
+    from .device import DeviceRegisterBus
 
     paths = generated_design(config, progress=progress)
     with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress) as device:
-        class Bus(RegisterBus):
-            async def read_word(self, address):
-                value, response = device.access(False, address)
-                return value, Response(response)
-
-            async def write_word(self, address, value, strobe=0b1111):
-                return Response(device.access(True, address, value, strobe)[1])
-
-        import asyncio
-
         async def wait():
             device.run(256)
         description = device.regmap
-        plane = ControlPlane(Bus(), description, None, wait=wait)
-        sources = [source for _, source in _two_chains(description)]
-        targets = {}
-        for t, source in enumerate(sources):
-            record = asyncio.run(plane.deploy(source, t))
-            targets[t] = {"keys": list(record.keys), "spec": load_chain(source)}
+        plane = ControlPlane(DeviceRegisterBus(device), description, None, wait=wait)
+        targets = asyncio.run(_deploy_tenants(
+            plane, [source for _, source in _two_chains(description)]))
         cfg = description["config"]
         flows = [parse_flow("tenant=0,size=256,port=0"), parse_flow("tenant=1,size=512,port=1")]
         schedule = make_schedule(flows, targets, cfg["data_width"], cfg["ports"],
@@ -246,9 +226,9 @@ def nic_cocotb_rate(config, progress=print, windows=(2_000, 12_000)):
     ``shares`` scenario (two tenants saturating both ports, as above) run with two window
     lengths; the difference in cycles over the difference in wall time."""
     from ...tools.bench_nic import MB_MODULE
+    from ..build import generated_design
     from ..session import design_simulator
     sim = design_simulator(config, progress=progress)
-    from ..build import generated_design
     description = json.loads(Path(generated_design(config)["regmap"]).read_text())
     (r0, chain0), (r1, chain1) = _two_chains(description)
     tenants = [{"id": 0, "name": "a", "chain": chain0, "regions": [r0], "size": 256,

@@ -163,8 +163,7 @@ class ControlPlane:
         self.timeout = timeout
         cfg = description["config"]
         self.regions = description["regions"]
-        self.shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"],
-                              cfg["ports"], len(self.regions))
+        self.shape = NicShape.from_description(description)
         self.table_size = cfg["table_size"]
         self.classifier_entries = cfg["classifier_entries"]
         self.build_id = description.get("build_id", 0)

@@ -53,6 +53,7 @@ import asyncio
 import base64
 import binascii
 import concurrent.futures
+import contextlib
 import errno
 import json
 import os
@@ -62,7 +63,8 @@ import struct
 from pathlib import Path
 
 __all__ = ["PROTOCOL_VERSION", "MAX_MESSAGE", "ServerError", "DeviceServer", "default_socket",
-           "check_endpoint_free", "read_message", "write_message", "serve_design"]
+           "check_endpoint_free", "read_message", "write_message", "serve_design",
+           "serving_in_thread"]
 
 PROTOCOL_VERSION = 1
 #: Longest message either side accepts: a pop of many jumbo frames fits, garbage does not.
@@ -380,6 +382,33 @@ class DeviceServer:
             self._socket_path.unlink(missing_ok=True)
             self._socket_path = None
         self._worker.shutdown(wait=True)
+
+
+@contextlib.contextmanager
+def serving_in_thread(server, socket_path, timeout=30.0):
+    """Serve ``server`` (a :class:`DeviceServer`) on ``socket_path`` from a thread of its own
+    while the block runs, for a caller in this process that talks to it through the socket
+    (tests, benches); it stops when the block ends."""
+    import threading
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def serve():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start(socket_path))
+        started.set()
+        loop.run_until_complete(server.serve())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        if not started.wait(timeout):
+            raise ServerError(f"the device server did not start on {socket_path} within "
+                              f"{timeout} s")
+        yield server
+    finally:
+        loop.call_soon_threadsafe(server.request_shutdown)
+        thread.join(timeout)
 
 
 def serve_design(config, socket_path=None, port=None, progress=print, announce=print):

@@ -136,8 +136,6 @@ class Schedule:
     at: list = field(default_factory=list)
     tenants: list = field(default_factory=list)
     flow_ids: list = field(default_factory=list)
-    flows: list = field(default_factory=list)
-    source: str = "flows"
 
     def __len__(self):
         return len(self.frames)
@@ -205,7 +203,7 @@ def make_schedule(flows, targets, data_width, ports, packets=1000, cycles=None, 
     if not flows:
         raise TrafficError("no flows given (--flow tenant=T,... or --replay FILE)")
     beat = data_width // 8
-    schedule = Schedule(flows=list(flows))
+    schedule = Schedule()
     for index, flow in enumerate(flows):
         port = flow.port if flow.port is not None else flow.tenant % ports
         if not 0 <= port < ports:
@@ -257,7 +255,7 @@ def replay_schedule(path, ports, port=None, clock_mhz=None):
     from scapy.utils import RawPcapReader
     if port is not None and not 0 <= port < ports:
         raise TrafficError(f"port {port} does not exist (the device has {ports})")
-    schedule = Schedule(source=str(path))
+    schedule = Schedule()
     try:
         with RawPcapReader(str(path)) as reader:
             first = None
@@ -303,23 +301,16 @@ class TrafficRun:
                 "counters": self.counters}
 
 
-def _user_layout(description):
-    """The layout of ``m_axis.tuser`` for a NIC described by ``description``."""
-    from ..hw.nic.layout import NicShape, nic_layout
-    cfg = description["config"]
-    shape = NicShape(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"],
-                     len(description["regions"]))
-    return nic_layout(shape)
-
-
 def delivered_tags(packets, description):
     """Columns (numpy arrays) of the NIC tag and cycles of delivered packets (``Delivered``)
     from a NIC described by ``description``: ``tenant``, ``port``, ``seq``, ``region``,
     ``size``, ``ingress`` (the cycle its first beat entered), ``first`` and ``last`` (the
     cycles its first and last beat left)."""
-    layout = _user_layout(description)
     from amaranth.hdl import Shape
-    fields = dict(layout)
+    from ..hw.nic.layout import NicShape, nic_layout
+    # Only five fields of the wide ``tuser`` are needed, so they are cut out by offset rather
+    # than decoding the whole metadata struct of every packet (sim/layout_codec.decode).
+    fields = dict(nic_layout(NicShape.from_description(description)))
     hdr, tag = fields["hdr"], fields["tag"]
     where = {name: (tag.offset + f.offset, Shape.cast(f.shape).width)
              for name, f in tag.shape if name in ("tenant", "port", "seq", "region")}

@@ -31,6 +31,9 @@ A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.
     yieldable = true       # region personalities under the state-yielding transform
                            # (suspend, resume, capture and restore their state); or a list
                            # of region indices: only those (the transform costs area)
+    links = [[0, 1]]       # [primary, branch] region pairs that can run a DAG's branches side
+                           # by side (hw/nic/link.py): personalities "monitoring#primary"
+                           # and "monitoring#branches" are the two parts of that chain
 
 Without it the top level is the parser alone (:mod:`supernic.hw.top`).
 """
@@ -67,6 +70,7 @@ class DesignConfig:
     table_size: int = 16
     policies: tuple = ("drf", "rr", "drr", "fifo")
     yieldable: bool | tuple = False
+    links: tuple = ()
     # Where relative chain paths are looked up; not part of the build identity.
     config_dir: str = field(default="", compare=False)
 
@@ -126,6 +130,20 @@ class DesignConfig:
                     and 0 <= r < max(1, len(self.regions)) for r in self.yieldable))):
             raise ConfigError(f"nic.yieldable must be true, false or a list of region indices, "
                               f"not {self.yieldable!r}")
+        if isinstance(self.links, list):
+            object.__setattr__(self, "links", tuple(
+                tuple(k) if isinstance(k, list) else k for k in self.links))
+        n = len(self.regions)
+        if not isinstance(self.links, tuple) or not all(
+                isinstance(k, tuple) and len(k) == 2 and all(
+                    isinstance(r, int) and not isinstance(r, bool) and 0 <= r < n for r in k)
+                and k[0] != k[1] for k in self.links):
+            raise ConfigError(f"nic.links must be a list of [primary, branch] pairs of distinct "
+                              f"region indices, not {self.links!r}")
+        linked = [r for k in self.links for r in k]
+        if len(set(linked)) != len(linked):
+            raise ConfigError(f"nic.links: a region may be in one link only, not "
+                              f"{self.links!r}")
         if self.regions and len(self.regions) > 16:
             raise ConfigError(f"nic.regions must list at most 16 regions, not "
                               f"{len(self.regions)}")
@@ -157,11 +175,13 @@ class DesignConfig:
         shipped = Path(str(files("supernic.chains")))
         out = []
         for name in names:
+            # ``name#part``: a part of a split chain (hw/chain/spec.py, split_chain).
+            name, hash_, part = name.partition("#")
             candidates = [Path(self.config_dir or ".") / name, shipped / name,
                           shipped / f"{name}.toml"]
             for path in candidates:
                 if path.is_file():
-                    out.append(path)
+                    out.append(Path(f"{path}{hash_}{part}") if part else path)
                     break
             else:
                 known = sorted(p.stem for p in shipped.glob("*.toml") if p.stem != "default")
@@ -185,7 +205,7 @@ _KNOWN = {"design": {"name", "data_width"}, "parser": {"header_bytes", "walk_ste
           "chains": {"specs"},
           "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
                   "region_fifo_beats", "classifier_entries", "table_size", "policies",
-                  "yieldable"}}
+                  "yieldable", "links"}}
 _RENAMED = {"specs": "chains"}
 
 

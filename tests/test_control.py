@@ -27,7 +27,7 @@ from supernic.driver.control import (ControlError, ControlPlane, ControlTimeout,
 from supernic.driver.discovery import UnsupportedDesignError
 from supernic.driver.server import DeviceServer, serving_in_thread
 from supernic.driver.transport import RegisterBus, Response
-from supernic.hw.chain.spec import ChainError, load_chain
+from supernic.hw.chain.spec import ChainError, load_chain, split_chain
 from supernic.hw.config import DesignConfig, load_config
 from supernic.hw.generate import design_description
 from supernic.hw.nic.classifier import ClassifierEntry, entry_layout
@@ -38,6 +38,7 @@ from supernic.sim.csr_model import RegisterFileModel
 ROOT = Path(__file__).resolve().parents[1]
 CHAINS = ROOT / "chains"
 NIC_TOML = ROOT / "tests" / "data" / "nic_test.toml"
+LINK_TOML = ROOT / "tests" / "data" / "nic_link.toml"
 #: A small NIC for the fault sweep: few classifier slots and table entries keep the deploy
 #: short enough to fail it at every write.
 SMALL_NIC = DesignConfig(name="small_nic", data_width=64, tenants=2, ports=2,
@@ -116,6 +117,9 @@ class FakeNic(RegisterBus):
             self._pulse(block, reg, bits)
         if word is not None and word.register == "state_stop" and response == Response.OKAY:
             self.model.set_input(word.block, "state_stopped", value & 1)
+        if word is not None and word.register == "link" and response == Response.OKAY:
+            # Nothing is in flight here: a link request takes effect at once.
+            self.model.set_input(word.block, "linked", value & 1)
         return response
 
     async def read_word(self, address):
@@ -370,6 +374,61 @@ def test_a_fault_at_every_write_leaves_no_trace(small_description, tmp_path):
     # After the last fault the same deploy goes through.
     record = _run(ControlPlane(nic, small_description, state).deploy(CHAINS / "secure.toml", 1))
     assert record.regions == (1,) and nic.model.get("scheduler", "tenant_enable") == 0b11
+
+
+def test_a_chain_splits_over_a_linked_pair(tmp_path):
+    """The monitoring chain is built nowhere whole in the linked NIC, so the deploy splits it
+    over the pair (hw/nic/link.py): each part's NTs configured in its region, the link on,
+    the flow table over the primary region only. Both regions are taken; migration is
+    refused; the record survives a new control plane; undeploy opens the link and frees both
+    regions; a fault at any write of the split deploy leaves no trace."""
+    description = design_description(load_config(LINK_TOML))
+    state = tmp_path / "state.json"
+    nic = FakeNic(description)
+    plane = ControlPlane(nic, description, state)
+    base = copy.deepcopy(nic)
+    record = _run(plane.deploy(CHAINS / "monitoring.toml", 0))
+    assert record.regions == (0,) and record.branches == (1,)
+    primary, branches = split_chain(load_chain(CHAINS / "monitoring.toml"))
+    writes = [w for w in nic.log if w[0].startswith("r")]
+    want = _nt_writes(nic, 0, primary) + _nt_writes(nic, 1, branches)
+    assert [w for w in writes if not w[0].startswith("region")] == want
+    get = nic.model.get
+    assert get("region0", "link") == 1 and get("region0", "linked") == 1
+    assert nic.tables[0] == [0] * 16 and get("scheduler", "tenant_enable") == 0b01
+    assert plane.free_regions() == [2]
+    assert _run(plane.deploy(CHAINS / "web.toml", 1)).regions == (2,)
+    with pytest.raises(DeployRefused, match="runs split over linked regions .* cannot migrate"):
+        _run(plane.migrate(0, 0, 1))
+    fresh = ControlPlane(nic, description, state)
+    assert _run(fresh.refresh())[0].branches == (1,)
+    _run(fresh.undeploy(0))
+    assert get("region0", "link") == 0 and get("region0", "linked") == 0
+    assert fresh.free_regions() == [0, 1]
+    # Region 1 is a region of its own again: it loads the web chain for a second instance.
+    _run(fresh.undeploy(1))
+    assert _run(fresh.deploy(CHAINS / "web.toml", 0, instances=2)).regions == (1, 2)
+    assert get("region1", "active") == 1
+
+    # Faults: every write of the split deploy, beside a web tenant.
+    state = tmp_path / "faults.json"
+    _run(ControlPlane(base, description, state).deploy(CHAINS / "web.toml", 1))
+    saved = state.read_text()
+    clean = copy.deepcopy(base)
+    shutil.copy(state, tmp_path / "clean.json")
+    _run(ControlPlane(clean, description, tmp_path / "clean.json").deploy(
+        CHAINS / "monitoring.toml", 0))
+    total = clean.writes - base.writes
+    assert clean.model.get("region0", "linked") == 1 and total > 80
+    for k in range(1, total + 1):
+        nic = copy.deepcopy(base)
+        before = nic.image()
+        nic.fail_at = nic.writes + k
+        with pytest.raises(DeployFailed, match=r"deploy of 'monitoring' as tenant 0 failed: "
+                                               r"write at .* SLVERR.*rolled back"):
+            _run(ControlPlane(nic, description, state).deploy(CHAINS / "monitoring.toml", 0))
+        _trace_free(nic, before, 0)
+        assert state.read_text() == saved
 
 
 def test_a_load_that_never_completes_times_out_and_rolls_back(small_description):

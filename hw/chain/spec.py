@@ -46,7 +46,8 @@ from ..config import ConfigError
 from .._names import check_identifier
 from ..nt.task import Scope, task_class, task_classes
 
-__all__ = ["NodeSpec", "Parallel", "ChainSpec", "load_chain", "parse_chain", "ChainError"]
+__all__ = ["NodeSpec", "Parallel", "ChainSpec", "load_chain", "parse_chain", "split_chain",
+           "ChainError", "PARTS"]
 
 
 class ChainError(ConfigError):
@@ -129,7 +130,18 @@ class ChainSpec:
             n.task.scope is Scope.HEADER and not n.task.needs_frame for n in self.node_list())
 
 
+#: The parts a chain whose DAG ends in a fork splits into, to run in two linked regions (see
+#: :func:`split_chain`): ``load_chain("monitoring.toml#branches")``.
+PARTS = ("primary", "branches")
+
+
 def load_chain(path):
+    """The chain in ``path``; ``path#part`` names a part of it (:data:`PARTS`)."""
+    path, _, part = str(path).partition("#")
+    if part:
+        if part not in PARTS:
+            raise ChainError(f"{path}: unknown chain part {part!r} (known: {', '.join(PARTS)})")
+        return split_chain(load_chain(path))[PARTS.index(part)]
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
@@ -354,3 +366,48 @@ def _check_payload_rules(spec, fail):
                 writer = n
             if getattr(n.task, "seals_payload", False):
                 sealer = n
+
+
+def split_chain(spec):
+    """``spec`` as two chains for two linked regions that run at the same time: *primary* (the
+    nodes before the fork, then the primary branch) and *branches* (the nodes before the fork
+    again, then the secondary branches, forked and joined if there are several). The NIC
+    gives both regions every packet and merges the branches' drop and mark verdicts into the
+    primary's packet (:mod:`supernic.hw.nic.link`), which is what the join inside one region
+    does: the pair's output equals the whole chain's.
+
+    Only a DAG whose last stage is its fork can split: a node after the join would see the
+    merged verdicts, which the primary region does not have yet. The nodes before the fork run
+    in both regions; that is sound because every NT is a function of its packet sequence and
+    their metadata (the Python models are exactly that), so both copies compute the same
+    packets (each keeps its own counters)."""
+    import dataclasses
+
+    def fail(message):
+        raise ChainError(f"{spec.source or spec.name}: cannot split across regions: {message}")
+    forks = [i for i, stage in enumerate(spec.stages) if isinstance(stage, Parallel)]
+    if not forks:
+        fail("it has no fork")
+    if forks[-1] != len(spec.stages) - 1:
+        fail(f"nodes follow the join ({', '.join(n.name for n in spec.stages[forks[-1] + 1:])})"
+             f"; they would need the merged verdicts")
+    if len(forks) > 1:
+        fail("it forks more than once")
+    prefix, fork = spec.stages[:-1], spec.stages[-1]
+    secondaries = [b for i, b in enumerate(fork.branches) if i != fork.primary and b]
+    if not secondaries:
+        fail("every secondary branch is empty")
+    primary_stages = prefix + fork.branches[fork.primary]
+    if len(secondaries) == 1:
+        branch_stages = prefix + secondaries[0]
+    else:
+        branch_stages = prefix + [Parallel(secondaries, 0)]
+
+    def part(name, stages):
+        nodes = {}
+        for stage in stages:
+            for n in (sum(stage.branches, []) if isinstance(stage, Parallel) else [stage]):
+                nodes[n.name] = n
+        return dataclasses.replace(spec, name=f"{spec.name}_{name}", nodes=nodes,
+                                   stages=stages, source=f"{spec.source}#{name}")
+    return part(PARTS[0], primary_stages), part(PARTS[1], branch_stages)

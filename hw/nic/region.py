@@ -69,8 +69,19 @@ STATE_REGISTERS = (
 )
 
 
-def region_block(index, personalities, yieldable=False):
-    return RegisterBlock(f"region{index}", REGION_TYPE, 0x0001_0000, [
+def link_registers(branch):
+    """Registers of a region that is the primary of a link (hw/nic/link.py)."""
+    return (
+        Register("link", 1, RW, doc=f"1: run the secondary branches in region {branch} "
+                 f"(takes effect once both regions are empty)"),
+        Register("linked", 1, R, doc="1 while the link is in effect"),
+        Register("link_branch", 8, R, doc="The branch region of this link"),
+    )
+
+
+def region_block(index, personalities, yieldable=False, link_branch=None):
+    # 1.1: the link registers.
+    return RegisterBlock(f"region{index}", REGION_TYPE, 0x0001_0001, [
         Register("personalities", 8, R, doc="Number of chain personalities built in"),
         Register("active", 8, R, doc="Personality loaded now"),
         Register("online", 1, R, doc="1 when the region takes packets (not reconfiguring)"),
@@ -84,12 +95,13 @@ def region_block(index, personalities, yieldable=False):
         Register("packets_out", 64, R, doc="Packets that left the region"),
         Register("offline_cycles", 64, R, doc="Cycles spent offline (draining or loading)"),
         *(STATE_REGISTERS if yieldable else ()),
+        *(link_registers(link_branch) if link_branch is not None else ()),
     ], doc="Region: " + ", ".join(s.name for s in personalities))
 
 
-def region_register_blocks(index, personalities, yieldable=False):
+def region_register_blocks(index, personalities, yieldable=False, link_branch=None):
     """The region's block, then one per NT of each personality."""
-    blocks = [region_block(index, personalities, yieldable)]
+    blocks = [region_block(index, personalities, yieldable, link_branch)]
     for spec in personalities:
         blocks += [n.task.register_block(personality_block_name(index, spec.name, n.name),
                                          n.params)
@@ -124,7 +136,8 @@ class Region(wiring.Component):
     """Region ``index`` of a NIC of ``shape``, able to host any of ``personalities``
     (:class:`~supernic.hw.chain.spec.ChainSpec`); the first is loaded at reset."""
 
-    def __init__(self, shape: NicShape, index, personalities, yieldable=False):
+    def __init__(self, shape: NicShape, index, personalities, yieldable=False,
+                 link_branch=None):
         if not personalities:
             raise ValueError(f"Region {index} must have at least one personality, not "
                              f"{personalities!r}")
@@ -138,13 +151,17 @@ class Region(wiring.Component):
         # Under the transform each personality is wrapped; the wrapper has the same ports.
         self.yieldable = yieldable
         self.graphs = [Yieldable(c) for c in self.chains] if yieldable else self.chains
-        self.block = region_block(index, self.personalities, yieldable)
+        self.link_branch = link_branch
+        self.block = region_block(index, self.personalities, yieldable, link_branch)
         sig = PacketSignature(shape.data_width, shape.meta_layout)
-        super().__init__({
+        members = {
             "i": In(sig), "o": Out(sig),
             "csr": Out(csr_signature(self.block.registers)),
             "online": Out(1), "header_only": Out(1),
-        })
+        }
+        if link_branch is not None:
+            members.update({"link_request": Out(1), "linked": In(1)})
+        super().__init__(members)
 
     def task_ports(self):
         """``(block name, register port)`` of every NT, for connecting the register file."""
@@ -222,6 +239,9 @@ class Region(wiring.Component):
                     m.d.sync += timer.eq(timer - 1)
         with m.If(~online):
             m.d.sync += csr.offline_cycles.eq(csr.offline_cycles + 1)
+        if self.link_branch is not None:
+            m.d.comb += [self.link_request.eq(csr.link), csr.linked.eq(self.linked),
+                         csr.link_branch.eq(self.link_branch)]
         m.d.comb += [
             self.online.eq(online),
             csr.online.eq(online),

@@ -16,6 +16,9 @@ fairness (or a baseline policy), and the packet store keeps payloads of header-o
 while their headers are in a region. ``m_axis`` carries the packet with the parser metadata and
 the NIC tag (tenant, ingress port, sequence number, region) on ``tuser``.
 
+A design may pair regions (``links``, :mod:`.link`): with the link on, the pair runs the two
+parts of a DAG split across them as one region.
+
 Every ingress packet is delivered or counted once, by reason: ``classifier<p>.dropped``
 (unmatched), ``scheduler`` queue-full and disabled-tenant drops, ``store.drops`` (the packet
 store was full), ``egress`` per-tenant ``dropped`` (an NT dropped it).
@@ -39,6 +42,7 @@ from ..top import CSR_ADDR_WIDTH, drive_id, id_block
 from .classifier import TenantClassifier, classifier_block
 from .egress import EgressStage
 from .layout import NicShape, nic_layout
+from .link import RegionLink
 from .region import Region, region_register_blocks
 from .scheduler import TenantScheduler, scheduler_block
 from .store import PacketStore
@@ -120,8 +124,10 @@ def nic_register_map(config: DesignConfig, personalities=None):
                    classifier_block(f"classifier{p}", shape, config.classifier_entries)]
     blocks += [scheduler_block("scheduler", shape, config.table_size), store_block(shape),
                egress_block(shape)]
+    branch_of = dict(config.links)
     for r, specs in enumerate(personalities):
-        blocks += region_register_blocks(r, specs, r in config.yieldable_regions)
+        blocks += region_register_blocks(r, specs, r in config.yieldable_regions,
+                                         branch_of.get(r))
     return RegisterMap(blocks)
 
 
@@ -180,15 +186,43 @@ class MultiTenantNic(wiring.Component):
                      sched.region_empty.eq(store.region_empty)]
         online = Signal(shape.regions)
         header_only = Signal(shape.regions)
+        branch_of = dict(cfg.links)
+        linked = {r for pair in cfg.links for r in pair}
+        regions = []
         for r, specs in enumerate(self.personalities):
-            region = Region(shape, r, specs, r in cfg.yieldable_regions)
+            region = Region(shape, r, specs, r in cfg.yieldable_regions, branch_of.get(r))
             m.submodules[f"region{r}"] = region
-            wiring.connect(m, store.to_region[r], region.i)
-            wiring.connect(m, region.o, store.from_region[r])
+            regions.append(region)
             wiring.connect(m, getattr(csr.fields, f"region{r}"), region.csr)
             for block, port in region.task_ports():
                 wiring.connect(m, getattr(csr.fields, block), port)
-            m.d.comb += [online[r].eq(region.online), header_only[r].eq(region.header_only)]
+            m.d.comb += header_only[r].eq(region.header_only)
+            if r not in linked:
+                m.d.comb += online[r].eq(region.online)
+                wiring.connect(m, store.to_region[r], region.i)
+                wiring.connect(m, region.o, store.from_region[r])
+        for k, (a, b) in enumerate(cfg.links):
+            # A DAG's branches in region b beside region a (hw/nic/link.py).
+            m.submodules[f"link{k}"] = link = RegionLink(shape)
+            ra, rb = regions[a], regions[b]
+            wiring.connect(m, store.to_region[a], link.store_a_in)
+            wiring.connect(m, link.store_a_out, store.from_region[a])
+            wiring.connect(m, store.to_region[b], link.store_b_in)
+            wiring.connect(m, link.store_b_out, store.from_region[b])
+            wiring.connect(m, link.region_a_i, ra.i)
+            wiring.connect(m, ra.o, link.region_a_o)
+            wiring.connect(m, link.region_b_i, rb.i)
+            wiring.connect(m, rb.o, link.region_b_o)
+            m.d.comb += [
+                link.request.eq(ra.link_request),
+                ra.linked.eq(link.linked),
+                link.idle.eq((store.region_in_flight[a] == 0)
+                             & (store.region_in_flight[b] == 0)),
+                link.b_online_in.eq(rb.online),
+                # Linked, the pair takes packets only when both regions do.
+                online[a].eq(ra.online & (rb.online | ~link.linked)),
+                online[b].eq(link.b_online),
+            ]
         m.d.comb += [sched.region_online.eq(online), sched.header_only.eq(header_only),
                      store.header_only.eq(header_only)]
         m.d.comb += [

@@ -26,11 +26,14 @@ __all__ = ["Deployment", "NicModel", "tag_frame"]
 @dataclass
 class Deployment:
     """Tenants on a NIC: ``chains[t]`` is tenant t's chain, ``regions[t]`` the regions running
-    it, ``keys[t]`` the tenant keys (VLAN IDs, VNIs) the classifier maps to it."""
+    it, ``keys[t]`` the tenant keys (VLAN IDs, VNIs) the classifier maps to it. ``links[a] =
+    b``: region ``a`` runs its chain split with region ``b`` (hw/nic/link.py); the pair
+    computes what the whole chain computes, so the model runs the whole chain for ``a``."""
     chains: dict
     regions: dict
     keys: dict
     weights: dict = field(default_factory=dict)
+    links: dict = field(default_factory=dict)
 
 
 

@@ -32,7 +32,7 @@ from supernic.driver.discovery import check_supported, discover, read_register, 
 from supernic.driver.migration import configuration_registers, move_instance
 from supernic.driver.state import RegionState
 from supernic.driver.timeshare import TimeShare
-from supernic.hw.chain.spec import load_chain
+from supernic.hw.chain.spec import load_chain, split_chain
 from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
 from supernic.hw.nic.layout import NicShape, nic_layout
 from supernic.hw.nic.scheduler import SchedulerConfig, scheduler_block
@@ -54,20 +54,39 @@ def deployment_from(design, spare=()):
     the ``spare`` regions are left free."""
     chains, regions, keys = {}, {}, {}
     by_name = {}
+    # A link's primary region loading the primary part of a split chain runs the whole chain
+    # with its branch region (which is then no tenant's region of its own).
+    links = {}
+    for a, b in design["config"].get("links", []):
+        first = design["regions"][a][0]
+        if first["source"].endswith("#primary") and a not in spare:
+            links[a] = b
     for r, personalities in enumerate(design["regions"]):
-        if r in spare:
+        if r in spare or r in links.values():
             continue
         first = personalities[0]
-        if first["name"] not in by_name:
+        source = first["source"].partition("#")[0] if r in links else first["source"]
+        spec = load_chain(source)
+        if spec.name not in by_name:
             t = len(by_name)
-            by_name[first["name"]] = t
-            chains[t] = load_chain(first["source"])
+            by_name[spec.name] = t
+            chains[t] = spec
             regions[t] = []
             # A key that fits a VLAN ID, so untagged frames can carry it too.
-            small = [k for k in first["keys"] if k < 4096]
-            keys[t] = list(first["keys"]) + ([] if small else [4000 + t])
-        regions[by_name[first["name"]]].append(r)
-    return Deployment(chains, regions, keys)
+            small = [k for k in spec.keys if k < 4096]
+            keys[t] = list(spec.keys) + ([] if small else [4000 + t])
+        regions[by_name[spec.name]].append(r)
+    return Deployment(chains, regions, keys, links=links)
+
+
+def placements(deployment, tenant, region):
+    """``[(region, chain part)]``: where ``tenant``'s chain instance in ``region`` runs, the
+    two parts of a split chain in a linked pair, else the chain itself."""
+    spec = deployment.chains[tenant]
+    if region in deployment.links:
+        primary, branches = split_chain(spec)
+        return [(region, primary), (deployment.links[region], branches)]
+    return [(region, spec)]
 
 
 def traffic(deployment, n, seed, malformed, sizes, header_bytes, ports, rng):
@@ -113,8 +132,13 @@ async def deploy(bus, regmap, design, deployment, shape, policy, rng, shared=())
         if t in shared:
             continue
         for r in deployment.regions[t]:
-            for block, reg, value in chain_writes(spec, r):
-                await write_register(bus, regmap, block, reg, value)
+            for where, part in placements(deployment, t, r):
+                for block, reg, value in chain_writes(part, where):
+                    await write_register(bus, regmap, block, reg, value)
+    for a in deployment.links:
+        await write_register(bus, regmap, f"region{a}", "link", 1)
+        while not await read_register(bus, regmap, f"region{a}", "linked"):
+            pass
     return classifier
 
 
@@ -376,15 +400,22 @@ async def random_traffic(dut):
         r, chain = key[:2]
         if len(key) == 3:           # a time-shared instance: its context in, to be read
             await share.switch(key[2])
+        tenant = next(t for t, spec in deployment.chains.items() if spec.name == chain)
+        # A split chain's nodes before the fork run in both regions of the pair: each copy
+        # saw every packet, so each must read as the model.
+        blocks_of = collections.defaultdict(list)
+        for where, part in placements(deployment, tenant, r):
+            for n in part.node_list():
+                blocks_of[n.name].append(f"r{where}_{part.name}_{n.name}")
         for name, m in nodes.items():
-            block = f"r{r}_{chain}_{name}"
-            want = m.counters()
-            got = {k: await read_register(bus, regmap, block, k) for k in want}
-            if got != want:
-                problems.append(f"{block}: hw {got} model {want}")
-            if hasattr(m, "verify_hardware"):
-                problems += [f"{block}: {p}" for p in
-                             await m.verify_hardware(BlockAccess(bus, regmap, block))]
+            for block in blocks_of[name]:
+                want = m.counters()
+                got = {k: await read_register(bus, regmap, block, k) for k in want}
+                if got != want:
+                    problems.append(f"{block}: hw {got} model {want}")
+                if hasattr(m, "verify_hardware"):
+                    problems += [f"{block}: {p}" for p in
+                                 await m.verify_hardware(BlockAccess(bus, regmap, block))]
     accounted = (total["classifier_dropped"] + total["queue_dropped"] + total["store_dropped"]
                  + total["nt_dropped"] + total["delivered"])
     if accounted != total["in"]:

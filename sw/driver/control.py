@@ -57,7 +57,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..hw.chain.spec import load_chain
+from ..hw.chain.spec import PARTS, ChainError, load_chain, split_chain
 from ..hw.config import ConfigError
 from ..hw.nic.classifier import ClassifierConfig, classifier_block
 from ..hw.nic.layout import NicShape
@@ -100,17 +100,29 @@ class TenantRecord:
     keys: tuple
     weight: float = 1
     build_id: int = 0
+    # A chain split over linked regions (hw/nic/link.py): regions[i] runs its primary part,
+    # branches[i] its secondary branches.
+    branches: tuple = ()
 
     def to_json(self):
         out = asdict(self)
         out["regions"], out["keys"] = list(self.regions), list(self.keys)
+        out["branches"] = list(self.branches)
         return out
 
     @classmethod
     def from_json(cls, raw):
         return cls(int(raw["tenant"]), str(raw["chain"]), str(raw["source"]),
                    tuple(int(r) for r in raw["regions"]), tuple(int(k) for k in raw["keys"]),
-                   raw.get("weight", 1), int(raw.get("build_id", 0)))
+                   raw.get("weight", 1), int(raw.get("build_id", 0)),
+                   tuple(int(r) for r in raw.get("branches", ())))
+
+    def placements(self):
+        """``[(region, personality name)]`` of every region the tenant holds."""
+        if not self.branches:
+            return [(r, self.chain) for r in self.regions]
+        return ([(r, f"{self.chain}_{PARTS[0]}") for r in self.regions]
+                + [(r, f"{self.chain}_{PARTS[1]}") for r in self.branches])
 
 
 #: A rollback step found the bus gone (:class:`~supernic.driver.transport.TransportLost`).
@@ -133,6 +145,12 @@ class _Load:
 @dataclass(frozen=True)
 class _Commit:
     tenant: int
+
+
+@dataclass(frozen=True)
+class _Linked:
+    region: int
+    value: int
 
 
 async def _no_wait():
@@ -167,6 +185,7 @@ class ControlPlane:
         self.table_size = cfg["table_size"]
         self.classifier_entries = cfg["classifier_entries"]
         self.build_id = description.get("build_id", 0)
+        self.links = {a: b for a, b in cfg.get("links", ())}   # primary -> branch region
         self._regs = {(b["name"], r["name"]): r for b in description["registers"]["blocks"]
                       for r in b["registers"]}
         self._checked = False
@@ -300,8 +319,8 @@ class ControlPlane:
             valid = (not fresh and record is not None and self.enable_mask >> t & 1
                      and record.build_id == self.build_id and record.regions
                      and all(0 <= r < len(self.regions)
-                             and self._personality(r, record.chain) == self.active[r]
-                             for r in record.regions))
+                             and self._personality(r, name) == self.active[r]
+                             for r, name in record.placements()))
             if valid:
                 deployed[t] = record
             elif self.enable_mask >> t & 1 and not fresh:
@@ -316,7 +335,7 @@ class ControlPlane:
         return deployed
 
     def free_regions(self):
-        used = {r for record in self.deployed.values() for r in record.regions}
+        used = {r for record in self.deployed.values() for r, _ in record.placements()}
         return [r for r in range(len(self.regions)) if r not in used]
 
     @contextlib.contextmanager
@@ -339,9 +358,26 @@ class ControlPlane:
         return "; ".join(f"region {r}: {', '.join(p['name'] for p in ps)}"
                          for r, ps in enumerate(self.regions))
 
-    def _check_spec(self, spec):
+    def _split_hosts(self, spec):
+        """``(parts, [(primary region, branch region)])``: the linked pairs whose regions can
+        host the two parts of ``spec`` split (hw/chain/spec.py, ``split_chain``); no pairs for
+        a chain that cannot split."""
+        try:
+            parts = split_chain(spec)
+        except ChainError:
+            return None, []
+        pairs = [(a, b) for a, b in sorted(self.links.items())
+                 if self._personality(a, parts[0].name) is not None
+                 and self._personality(b, parts[1].name) is not None]
+        for part, where in zip(parts, zip(*pairs) if pairs else ((), ())):
+            if where:
+                self._check_spec(part, list(where))
+        return parts, pairs
+
+    def _check_spec(self, spec, hosts=None):
         """The spec's chain must be one the regions were built with, node for node."""
-        hosts = [r for r in range(len(self.regions)) if self._personality(r, spec.name) is not None]
+        hosts = hosts or [r for r in range(len(self.regions))
+                          if self._personality(r, spec.name) is not None]
         if not hosts:
             raise DeployRefused(f"chain {spec.name!r} ({spec.source}) is not a personality of "
                                 f"any region; the regions can host: {self._hosts()}")
@@ -395,7 +431,15 @@ class ControlPlane:
                                                   for t in range(self.shape.tenants)))
         except (ConfigError, TypeError) as e:
             raise DeployRefused(f"weight: {e}") from None
-        hosts, built = self._check_spec(spec)
+        parts, pairs = None, []
+        if not any(self._personality(r, spec.name) is not None
+                   for r in range(len(self.regions))):
+            # Not built whole anywhere: split over linked regions, if the design has them.
+            parts, pairs = self._split_hosts(spec)
+        if pairs and share is not None:
+            raise DeployRefused(f"chain {spec.name!r} runs split over linked regions, which "
+                                f"cannot be time-shared")
+        hosts, built = (([a for a, _ in pairs], None) if pairs else self._check_spec(spec))
         if self.unmanaged:
             raise DeployRefused(
                 f"tenants {list(self.unmanaged)} are enabled but not recorded in the state file "
@@ -413,29 +457,40 @@ class ControlPlane:
             usable = [self._shared_region(spec, share, instances)]
         else:
             free = self.free_regions()
-            usable = [r for r in hosts if r in free]
+            usable = [r for r in hosts if r in free and (not pairs or self.links[r] in free)]
         if share is None and len(usable) < instances:
-            taken = {r: rec.tenant for rec in self.deployed.values() for r in rec.regions}
+            taken = {r: rec.tenant for rec in self.deployed.values()
+                     for r, _ in rec.placements()}
             held = ", ".join(f"region {r} by tenant {taken[r]}" for r in hosts if r in taken)
             raise DeployRefused(f"not enough free regions for {instances} instance(s) of "
                                 f"{spec.name!r}: regions able to host it are {hosts}, free "
                                 f"{usable}" + (f" (held: {held})" if held else ""))
+        name = parts[0].name if pairs else spec.name
         # Regions where the chain is already active first: no reconfiguration needed.
-        usable.sort(key=lambda r: (self.active[r] != self._personality(r, spec.name), r))
+        usable.sort(key=lambda r: (self.active[r] != self._personality(r, name), r))
         chosen = sorted(usable[:instances])
+        branches = tuple(self.links[r] for r in chosen) if pairs else ()
         record = TenantRecord(tenant, spec.name, str(spec.source), tuple(chosen),
-                              tuple(spec.keys), weight, self.build_id)
+                              tuple(spec.keys), weight, self.build_id, branches)
 
         plan = []
+        by_name = {p.name: p for p in parts or ()}
         # A time-sharing tenant's NTs are configured in its own context (TimeShare.add).
-        configured = [] if share is not None else chosen
-        for r in configured:
-            plan += [_Write(*w) for w in chain_writes(spec, r)]
-        for r in configured:
-            index = self._personality(r, spec.name)
+        placed = record.placements() if share is None else []
+        for r, part in placed:
+            plan += [_Write(*w) for w in chain_writes(by_name.get(part, spec), r)]
+        for r, part in placed:
+            index = self._personality(r, part)
             if self.active[r] != index:
                 plan.append(_Load(r, index))
-        cost = _fixed_cost(built["cycles_per_beat"])
+        for a in (chosen if pairs else ()):
+            # The pair runs as one once both regions are empty (hw/nic/link.py).
+            plan += [_Write(f"region{a}", "link", 1), _Linked(a, 1)]
+        if pairs:
+            cost = _fixed_cost(max(self.regions[r][self._personality(r, part)]["cycles_per_beat"]
+                                   for r, part in placed))
+        else:
+            cost = _fixed_cost(built["cycles_per_beat"])
         plan += [_Write("scheduler", f"r{r}_cost", cost) for r in chosen]
         if share is not None:       # held before it is enabled: the region runs another
             plan.append(_Write("scheduler", "tenant_hold", self.hold_mask | 1 << tenant))
@@ -532,6 +587,11 @@ class ControlPlane:
                 await self._load(step.region, step.index, journal)
             elif isinstance(step, _Commit):
                 await self._commit(step.tenant)
+            elif isinstance(step, _Linked):
+                async def linked(step=step):
+                    return await self.read(f"region{step.region}", "linked") == step.value
+                await self._poll(f"region {step.region}'s link to "
+                                 f"{'take effect' if step.value else 'open'}", linked)
 
     async def _load(self, region, index, journal=None):
         block = f"region{region}"
@@ -712,6 +772,8 @@ class ControlPlane:
         for r in (record.regions if record else ()):
             plan.append(_Write("scheduler", f"r{r}_cost",
                                self._reg("scheduler", f"r{r}_cost")["reset"]))
+        for r in (record.regions if record and record.branches else ()):
+            plan += [_Write(f"region{r}", "link", 0), _Linked(r, 0)]
         await self._run(plan)
 
     # --- migration ------------------------------------------------------------------------------
@@ -736,6 +798,10 @@ class ControlPlane:
         if source not in record.regions:
             raise DeployRefused(f"tenant {tenant} ({record.chain}) does not run in region "
                                 f"{source}; its regions are {list(record.regions)}")
+        if record.branches:
+            raise DeployRefused(f"tenant {tenant} ({record.chain}) runs split over linked "
+                                f"regions {list(record.regions)} and {list(record.branches)}; "
+                                f"a split chain cannot migrate")
         if target not in self.free_regions():
             owner = next(t for t, rec in self.deployed.items() if target in rec.regions)
             raise DeployRefused(f"region {target} is not free: tenant {owner} uses it "

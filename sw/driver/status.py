@@ -145,6 +145,9 @@ async def read_status(bus, description):
             row["personality"] = (names[active] if active is not None and active < len(names)
                                   else None)
             row["in_flight"] = await regs.read("store", f"r{r}_in_flight")
+            # A link's primary (hw/nic/link.py): the branch region, while linked.
+            if regs.has(name, "linked") and await regs.read(name, "linked"):
+                row["linked_to"] = await regs.read(name, "link_branch")
             status["regions"].append(row)
     else:
         status["absent"]["regions"] = "no region blocks: not a multi-tenant NIC design"
@@ -203,6 +206,8 @@ def render_status(status, console):
         table = Table(title="regions")
         keys = ("region", "personality", "online", "loads", "packets_in", "packets_out",
                 "in_flight")
+        if any("linked_to" in row for row in status["regions"]):
+            keys += ("linked_to",)
         for key in keys:
             table.add_column(key.replace("_", " "), justify="right")
         for row in status["regions"]:

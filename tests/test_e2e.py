@@ -36,6 +36,7 @@ from supernic.sim.traffic import read_pcap, write_pcap
 
 ROOT = Path(__file__).resolve().parent.parent
 NIC_TEST = ROOT / "tests" / "data" / "nic_test.toml"
+NIC_LINK = ROOT / "tests" / "data" / "nic_link.toml"
 CHAINS = ROOT / "chains"
 HEADER_BYTES = 256
 DATA_WIDTH = 64
@@ -55,11 +56,11 @@ def _ok(*args, timeout=120):
     return result
 
 
-def _serve(sock, timeout=900):
+def _serve(sock, timeout=900, config=NIC_TEST):
     """Start `snic device serve` on the test NIC and wait for its "serving" line (the first
     start in a fresh cache builds the device library, about two minutes)."""
     proc = subprocess.Popen([sys.executable, "-m", "supernic.driver.cli", "device", "serve",
-                             "--config", str(NIC_TEST), "--socket", str(sock)],
+                             "--config", str(config), "--socket", str(sock)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     if not line.startswith("serving "):
@@ -158,13 +159,13 @@ def _offline_regions(sock):
     return _on_device(sock, read)
 
 
-def _replay_frames(n, seed):
+def _replay_frames(n, seed, tenants=TENANTS):
     """Each tenant's chain traffic tagged with its keys (10% malformed), and frames with a key
     nobody owns, shuffled."""
     import random
     parser, rng = ParserModel(HEADER_BYTES), random.Random(seed)
     frames = []
-    for t, name in TENANTS.items():
+    for t, name in tenants.items():
         spec = load_chain(CHAINS / f"{name}.toml")
         for frame in chain_traffic(spec, n, seed + t, 0.1, "mixed", HEADER_BYTES):
             meta = parser.parse(frame)
@@ -187,8 +188,44 @@ def test_deployed_tenants_replay_matches_the_model(device, tmp_path):
     status = _status(sock)
     enabled = [row["tenant"] for row in status["tenants"] if row["enabled"]]
     assert enabled == sorted(TENANTS)
+    _replay_and_check(sock, tmp_path, TENANTS, _replay_frames(300, seed=11), min_nt_drops=2)
 
-    frames = _replay_frames(300, seed=11)
+
+def test_a_dag_split_over_linked_regions_through_the_cli(tmp_path):
+    """On a NIC with a region link (tests/data/nic_link.toml), `snic deploy` splits the
+    monitoring chain over the linked pair (its audit ACL in region 1 beside its flow monitor
+    in region 0); a replay beside a web tenant matches the model of the whole chain; `snic
+    status` shows the link, and undeploy opens it and frees both regions."""
+    sock = tmp_path / "device.sock"
+    proc = _serve(sock, config=NIC_LINK)
+    try:
+        tenants = {0: "monitoring", 1: "web"}
+        result = _ok("deploy", CHAINS / "monitoring.toml", "--tenant", 0, "--socket", sock)
+        assert result.stdout.startswith("deployed monitoring as tenant 0 on regions 0, split: "
+                                        "its branches in linked region(s) 1"), result.stdout
+        result = _ok("deploy", CHAINS / "web.toml", "--tenant", 1, "--socket", sock)
+        assert "on regions 2" in result.stdout, result.stdout
+        regions = {row["region"]: row for row in _status(sock)["regions"]}
+        assert regions[0]["linked_to"] == 1 and "linked_to" not in regions[2]
+        assert regions[1]["personality"] == "monitoring_branches"
+        _replay_and_check(sock, tmp_path, tenants, _replay_frames(300, seed=23, tenants=tenants),
+                          min_nt_drops=1)
+        _ok("undeploy", "--tenant", 0, "--socket", sock)
+        regions = {row["region"]: row for row in _status(sock)["regions"]}
+        assert "linked_to" not in regions[0]
+        # Region 1 is a region of its own again: the web tenant's second instance loads it.
+        _ok("undeploy", "--tenant", 1, "--socket", sock)
+        result = _ok("deploy", CHAINS / "web.toml", "--tenant", 1, "--instances", 2,
+                     "--socket", sock, timeout=300)
+        assert "on regions 1, 2" in result.stdout, result.stdout
+    finally:
+        _stop(proc)
+
+
+def _replay_and_check(sock, tmp_path, tenants, frames, min_nt_drops):
+    """Replay ``frames`` on port 0 paced by the pcap's timestamps; every delivered packet
+    equals its input's model output (the classifier, then the tenant's whole chain), each
+    tenant in order, and ``snic status --json`` counts the same drops."""
     pcap_in, pcap_out, record_path = (tmp_path / "in.pcap", tmp_path / "out.pcap",
                                       tmp_path / "run.json")
     write_pcap(pcap_in, frames)
@@ -206,12 +243,12 @@ def test_deployed_tenants_replay_matches_the_model(device, tmp_path):
     # over that tenant's packets in ingress order.
     parser = ParserModel(HEADER_BYTES)
     classifier = ClassifierModel(ClassifierConfig.from_tenants(
-        [(t, load_chain(CHAINS / f"{n}.toml").keys) for t, n in TENANTS.items()],
+        [(t, load_chain(CHAINS / f"{n}.toml").keys) for t, n in tenants.items()],
         default=None), 0)
     chains = {t: ChainModel(load_chain(CHAINS / f"{n}.toml"), DATA_WIDTH, HEADER_BYTES)
-              for t, n in TENANTS.items()}
+              for t, n in tenants.items()}
     expected, unmatched = {}, 0
-    nt_drops, queue_drops = {t: 0 for t in TENANTS}, {t: 0 for t in TENANTS}
+    nt_drops, queue_drops = {t: 0 for t in tenants}, {t: 0 for t in tenants}
     for i, frame in enumerate(frames):
         meta = parser.parse(frame)
         tenant = classifier.classify(meta)
@@ -228,7 +265,8 @@ def test_deployed_tenants_replay_matches_the_model(device, tmp_path):
             nt_drops[tenant] += 1
         else:
             expected[i] = (tenant, out)
-    assert sum(1 for t in TENANTS if nt_drops[t]) >= 2, "the traffic should exercise NT drops"
+    assert sum(1 for t in tenants if nt_drops[t]) >= min_nt_drops, \
+        "the traffic should exercise NT drops"
     assert sum(queue_drops.values()) > 0, "the traffic should have jumbo frames"
 
     # Every delivered packet is its input's model output, for the right tenant, in order.
@@ -244,7 +282,7 @@ def test_deployed_tenants_replay_matches_the_model(device, tmp_path):
         assert frame == want, f"input {i} (tenant {tenant}) differs from the model"
         assert got["ingress"][k] <= got["first"][k] <= got["last"][k]
     assert set(seen) == set(expected), f"missing: {sorted(set(expected) - set(seen))[:5]}"
-    for t in TENANTS:
+    for t in tenants:
         mine = [got["seq"][k] for k in range(len(delivered)) if got["tenant"][k] == t]
         assert mine == sorted(mine), f"tenant {t}'s packets left out of order"
 
@@ -253,7 +291,7 @@ def test_deployed_tenants_replay_matches_the_model(device, tmp_path):
     assert sum(p["classifier"]["dropped"] for p in after["ports"]) == unmatched
     for row in after["tenants"]:
         t = row["tenant"]
-        if t in TENANTS:
+        if t in tenants:
             assert row["queue_drops"] == queue_drops[t]
             assert row["dropped"] == nt_drops[t]
             assert row["delivered"] == sum(1 for x, _ in expected.values() if x == t)

@@ -247,6 +247,8 @@ def cmd_deploy(args):
     if record is not None:
         print(f"deployed {record.chain} as tenant {record.tenant} on regions "
               f"{', '.join(map(str, record.regions))}"
+              + (f", split: its branches in linked region(s) "
+                 f"{', '.join(map(str, record.branches))}" if record.branches else "")
               + (f", time-shared (held until snic switch --region {args.share} --tenant "
                  f"{record.tenant})" if args.share is not None else ""))
     return code

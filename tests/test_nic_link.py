@@ -89,3 +89,60 @@ def test_nic_runs_a_dag_split_across_linked_regions(tmp_path):
     assert monitoring["delivered"] > 100 and monitoring["nt_dropped"] > 0, monitoring
     # Nothing was dispatched to the branch region itself.
     assert set(result["dispatched"]) == {"0", "2"}, result["dispatched"]
+
+
+def test_link_takes_effect_only_when_both_regions_are_empty():
+    """RegionLink alone (Amaranth's simulator): a request waits while the store has packets
+    for either region and while region B still holds a packet it was given linked; linked,
+    a beat for A reaches both regions and B reads offline to the scheduler; unlinked, the
+    regions are wired to their own store ports again."""
+    from amaranth.sim import Simulator
+
+    from supernic.hw.nic.layout import NicShape
+    from supernic.hw.nic.link import RegionLink
+
+    link = RegionLink(NicShape(64, 256, 2, 2, 3))
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(link.b_online_in, 1)
+        ctx.set(link.request, 1)
+        ctx.set(link.idle, 0)
+        await ctx.tick().repeat(3)
+        seen["waits_for_idle"] = ctx.get(link.linked)
+        ctx.set(link.idle, 1)
+        await ctx.tick()
+        seen["linked"], seen["b_online"] = ctx.get(link.linked), ctx.get(link.b_online)
+        # One single-beat packet for A: both regions are offered it; B takes it, A not yet.
+        ctx.set(link.store_a_in.valid, 1)
+        ctx.set(link.store_a_in.p.last, 1)
+        ctx.set(link.store_a_in.p.data, 0x1234)
+        ctx.set(link.region_b_i.ready, 1)
+        seen["both_offered"] = (ctx.get(link.region_a_i.valid), ctx.get(link.region_b_i.valid),
+                                ctx.get(link.region_b_i.p.data))
+        await ctx.tick()
+        ctx.set(link.region_a_i.ready, 1)
+        await ctx.tick()
+        ctx.set(link.store_a_in.valid, 0)
+        # Unlink: B still holds its packet, so the link stays.
+        ctx.set(link.request, 0)
+        await ctx.tick().repeat(3)
+        seen["held_by_b"] = ctx.get(link.linked)
+        ctx.set(link.region_b_o.valid, 1)
+        ctx.set(link.region_b_o.p.last, 1)
+        await ctx.tick()                 # the join takes B's beat (its verdict)
+        ctx.set(link.region_b_o.valid, 0)
+        await ctx.tick().repeat(2)
+        seen["unlinked"] = ctx.get(link.linked)
+        ctx.set(link.store_b_in.valid, 1)
+        seen["b_own"] = ctx.get(link.region_b_i.valid)
+
+    sim = Simulator(link)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["waits_for_idle"] == 0
+    assert seen["linked"] == 1 and seen["b_online"] == 0
+    assert seen["both_offered"] == (1, 1, 0x1234)
+    assert seen["held_by_b"] == 1
+    assert seen["unlinked"] == 0 and seen["b_own"] == 1

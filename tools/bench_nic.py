@@ -48,7 +48,12 @@ __all__ = ["BENCH_NIC", "FAIRNESS_TENANTS", "fairness_bench", "fairness_show",
 BENCH_NIC = DesignConfig(
     name="nic_bench", data_width=512, tenants=4, ports=2,
     regions=(("web", "secure"), ("web", "secure"), ("secure", "web"), ("web", "secure")),
-    queue_beats=256, store_beats=2048, table_size=256, region_fifo_beats=256)
+    # Region input buffers of 512 beats (21 packets of 1,500 bytes): flow-hash dispatch from
+    # one FIFO queue blocks at its head while that packet's instance has no room, so the
+    # buffers must absorb the flows' short-term imbalance. Measured by `snic bench scaling`
+    # at 2/3/4 instances: 256 beats 0.963/0.951/0.941 efficiency, 512 beats 0.990/0.942/0.965,
+    # 1,024 beats 0.987/0.946/0.965, against a flow-hash bound of 0.996/0.957/0.974.
+    queue_beats=256, store_beats=2048, table_size=256, region_fifo_beats=512)
 
 FAIRNESS_TENANTS = [
     {"id": 0, "name": "flood", "chain": "web", "regions": [0], "size": 64, "port": 0},
@@ -208,12 +213,17 @@ def scaling_bench(config, console, quick):
         with quiet_fds(log):
             got = run_bench(sim, "scaling", {"SNIC_SCENARIO": _scenario(
                 [tenant], "drf", instances=instances, window=4000 if quick else 12000,
-                warmup=2000 if quick else 4000, flows=flows)}, module=MB_MODULE)
+                warmup=2000 if quick else 4000, flows=flows,
+                window_one=4000 if quick else 60000,
+                pool_passes=0 if quick else 2)}, module=MB_MODULE)
     one = got["points"][0]["beats_per_cycle"]
     figures["points"] = [{**p, "beats_per_cycle": round(p["beats_per_cycle"], 4),
                           "hash_bound": round(p["hash_bound"], 3),
                           "speedup": round(p["beats_per_cycle"] / one, 3),
-                          "efficiency": round(p["beats_per_cycle"] / one / p["instances"], 3)}
+                          "efficiency": round(p["beats_per_cycle"] / one / p["instances"], 3),
+                          # What the dispatch achieves of what these flows' hash split allows.
+                          "of_bound": round(p["beats_per_cycle"] / one / p["instances"]
+                                            / p["hash_bound"], 3)}
                          for p in got["points"]]
     figures["min_efficiency"] = min(p["efficiency"] for p in figures["points"])
     figures["goal_met"] = figures["min_efficiency"] >= 0.95
@@ -229,11 +239,12 @@ def scaling_show(result, console):
     from rich.table import Table
     table = Table(title=f"{result['chain']} chain, {result['size']}-byte packets, saturated")
     for col in ("instances", "beats/cycle", "speedup", "efficiency (goal >= 0.95)",
-                f"flow-hash bound ({result['flows']} flows)"):
+                f"flow-hash bound ({result['flows']} flows)", "of bound"):
         table.add_column(col, justify="right")
     for p in result["points"]:
         table.add_row(str(p["instances"]), f"{p['beats_per_cycle']:.4f}", f"{p['speedup']:.2f}x",
-                      f"{p['efficiency']:.3f}", f"{p['hash_bound']:.3f}")
+                      f"{p['efficiency']:.3f}", f"{p['hash_bound']:.3f}",
+                      f"{p.get('of_bound', p['efficiency'] / p['hash_bound']):.3f}")
     console.print(table)
     if "reaction" in result:
         console.print(f"scale-out reaction: {result['reaction']}")

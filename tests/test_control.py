@@ -75,6 +75,7 @@ class FakeNic(RegisterBus):
         self.committing = {}   # tenant -> reads left
         self.writes = 0
         self.fail_at = None
+        self.loads = {}        # tenant x table_size + entry -> beats dispatched through it
         self.log = []          # (block, register, word part, value) of every write
         self.overrides = {}    # address -> value read instead of the model's
         # The state port of every (region, personality) under the transform: distinct words
@@ -99,6 +100,9 @@ class FakeNic(RegisterBus):
             self._step_load(int(word.block[6:]))
         if word is not None and (word.block, word.register) == ("scheduler", "commit_pending"):
             self._step_commits()
+        if word is not None and (word.block, word.register) == ("scheduler", "bucket_beats"):
+            self.model.set_input("scheduler", "bucket_beats", self.loads.get(
+                self.model.get("scheduler", "bucket_select"), 0) % (1 << 32))
         if word is not None and word.register == "state_rdata":
             self.model.set_input(word.block, "state_rdata",
                                  self._state(word.block)[self.model.get(word.block, "state_addr")])
@@ -429,6 +433,32 @@ def test_a_chain_splits_over_a_linked_pair(tmp_path):
             _run(ControlPlane(nic, description, state).deploy(CHAINS / "monitoring.toml", 0))
         _trace_free(nic, before, 0)
         assert state.read_text() == saved
+
+
+def test_rebalance_spreads_entries_by_their_load(nic_description):
+    """The entries dealt out in turn put the heavy ones on one instance; rebalancing reads
+    each entry's beats before and after the traffic (the counters wrap) and commits a table
+    that evens the load."""
+    nic = FakeNic(nic_description)
+    plane = ControlPlane(nic, nic_description)
+    _run(plane.deploy(CHAINS / "web.toml", 2, instances=2))
+    regions = plane.deployed[2].regions
+    size = nic_description["config"]["table_size"]
+    load = [900 if i % 2 == 0 else 100 for i in range(size)]
+    for i in range(size):
+        nic.loads[2 * size + i] = (1 << 32) - 50      # about to wrap
+
+    async def traffic():
+        for i in range(size):
+            nic.loads[2 * size + i] += load[i]
+    report = _run(plane.rebalance(2, traffic))
+    assert report["beats"] == sum(load)
+    assert report["imbalance_in_turn"] == pytest.approx(1.8)
+    assert report["imbalance_balanced"] == pytest.approx(1.0)
+    assert nic.tables[2] == report["table"] and set(report["table"]) == set(regions)
+    assert nic.model.get("scheduler", "commit_pending") == 0
+    with pytest.raises(DeployRefused, match="tenant 3 is not deployed"):
+        _run(plane.rebalance(3))
 
 
 def test_a_load_that_never_completes_times_out_and_rolls_back(small_description):

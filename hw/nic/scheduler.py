@@ -66,7 +66,8 @@ __all__ = ["TenantScheduler", "SchedulerConfig", "SchedulerShell", "scheduler_bl
            "SCHEDULER_VERSION", "POLICY_CODES", "POLICIES", "bytes_bits", "DEFAULT_QUANTUM"]
 
 SCHEDULER_TYPE = 0x53434844  # 'SCHD'
-SCHEDULER_VERSION = 0x0001_0001     # 1.1: tenant_hold
+SCHEDULER_VERSION = 0x0001_0002     # 1.1: tenant_hold; 1.2: bucket_select, bucket_beats
+LOAD_BITS = 32              # per-bucket dispatched beats, wrapping: read differences
 STAMP_BITS = 32
 COST_ONE = 0x100            # 1.0 in the 8.8 fixed point of weights and costs
 DEFAULT_QUANTUM = 2048      # bytes: above one MTU frame, so a round moves every tenant
@@ -141,6 +142,12 @@ def scheduler_registers(shape: NicShape, table_size=16):
     regs.append(Register("tenant_hold", T, RW, reset=0,
                          doc="Bit t: tenant t's packets are queued but not dispatched (a "
                              "region's context switch)"))
+    regs += [
+        Register("bucket_select", _bits(T * table_size), RW,
+                 doc="Flow-table entry bucket_beats reads: tenant x table_size + index"),
+        Register("bucket_beats", LOAD_BITS, R,
+                 doc="Beats dispatched through the selected entry (wraps)"),
+    ]
     return regs
 
 
@@ -434,7 +441,7 @@ class TenantScheduler(wiring.Component):
         cand_layout = data.StructLayout({
             "valid": 1, "head": 1, "port": pbits, "beats": BEATS_BITS, "bytes": bbits,
             "region": rbits, "to_region": BEATS_BITS, "dom": 32, "slot": dbits,
-            "key": STAMP_BITS + pbits,
+            "key": STAMP_BITS + pbits, "index": sbits,
         })
         cand = [Signal(cand_layout, name=f"cand_t{t}") for t in range(T)]
         for t in range(T):
@@ -494,6 +501,7 @@ class TenantScheduler(wiring.Component):
                 cand[t].dom.eq(Mux(region_cost > link_cost, region_cost, link_cost)),
                 cand[t].slot.eq(h.slot),
                 cand[t].key.eq(Array(keys)[choice]),
+                cand[t].index.eq(h.index),
             ]
 
         # --- stage 2: the pick ------------------------------------------------------------------
@@ -783,6 +791,32 @@ class TenantScheduler(wiring.Component):
                 getattr(csr, f"t{t}_deficit").eq(deficit[t]),
             ]
         m.d.sync += csr.bad_tenant_drops.eq(csr.bad_tenant_drops + sum(ev_bad))
+
+        # Load per flow-table entry: beats dispatched through each (tenant, entry), so the
+        # control plane can move entries between a tenant's instances by their measured load
+        # (RSS++, Barbette et al., CoNEXT 2019 §3: flows hash unevenly, buckets can be
+        # rebalanced). One read-modify-write a dispatch: read at the dispatch, write the sum
+        # a cycle later; the read port is transparent to that write, so back-to-back
+        # dispatches through one entry still add up.
+        m.submodules.bucket_load = load_mem = Memory(shape=LOAD_BITS, depth=T * S, init=[])
+        load_w = load_mem.write_port()
+        load_r = load_mem.read_port(transparent_for=(load_w,))
+        load_csr = load_mem.read_port()
+        load_addr = Signal(range(T * S))
+        load_valid = Signal()
+        load_at = Signal.like(load_addr)
+        load_beats = Signal(BEATS_BITS)
+        m.d.comb += [
+            load_addr.eq(pick * S + picked.index),
+            load_r.addr.eq(load_addr),
+            load_w.addr.eq(load_at),
+            load_w.data.eq(load_r.data + load_beats),
+            load_w.en.eq(load_valid),
+            load_csr.addr.eq(csr.bucket_select),
+            csr.bucket_beats.eq(load_csr.data),
+        ]
+        m.d.sync += [load_valid.eq(dispatch), load_at.eq(load_addr),
+                     load_beats.eq(picked.beats)]
         m.d.comb += [csr.commit_pending.eq(pending), csr.virtual_time.eq(vtime)]
 
         # --- trace ------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import read_register, write_register
+from supernic.driver.rebalance import balanced_table, read_loads
 from supernic.hw.chain.spec import load_chain
 from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
 from supernic.hw.nic.layout import NicShape
@@ -111,14 +112,16 @@ class Nic:
             for reg, value in node.config.register_writes(node.params):
                 await self.write(f"r{region}_{spec.name}_{node.name}", reg, value)
 
-    async def set_table(self, tenant, regions):
-        """Spread ``tenant``'s flow buckets over ``regions`` and commit (the scheduler swaps
-        the table once the tenant's packets in flight are out)."""
+    async def set_table(self, tenant, regions, table=None):
+        """Spread ``tenant``'s flow buckets over ``regions`` in turn (or as ``table`` says)
+        and commit (the scheduler swaps the table once the tenant's packets in flight are
+        out)."""
         size = self.design["config"]["table_size"]
+        table = table or [regions[i % len(regions)] for i in range(size)]
         for i in range(size):
             await self.write("scheduler", "table_tenant", tenant)
             await self.write("scheduler", "table_index", i)
-            await self.write("scheduler", "table_region", regions[i % len(regions)])
+            await self.write("scheduler", "table_region", table[i])
             await self.write("scheduler", "table_write", 1)
         await self.write("scheduler", "table_commit", 1 << tenant)
         while await self.read("scheduler", "commit_pending") >> tenant & 1:
@@ -341,20 +344,45 @@ async def scaling(dut):
             warmup = max(warmup, round(pass_cycles))
             window = max(window, round(scenario["pool_passes"] * pass_cycles))
         await ClockCycles(dut.clk, warmup)
-        before = await _usage(nic, [tenant])
-        await ClockCycles(dut.clk, window)
-        after = await _usage(nic, [tenant])
+        size = design["config"]["table_size"]
+        i = tenant["id"]
+        per_packet = -(-tenant["size"] // shape.beat_bytes)
+
+        async def measure(cycles):
+            before = await _usage(nic, [tenant])
+            await ClockCycles(dut.clk, cycles)
+            after = await _usage(nic, [tenant])
+            return (after[i]["delivered"] - before[i]["delivered"]) * per_packet, \
+                after["cycle"] - before["cycle"]
+        loads_before = await read_loads(_reader(nic), _writer(nic), i, size)
+        beats, cycles = await measure(window)
+        point = {"instances": k, "beats_per_cycle": beats / cycles, "window": cycles,
+                 "hash_bound": _hash_bound(hashes, k, size)}
+        if k > 1 and scenario.get("rebalance"):
+            # The control plane's load-aware table (sw/driver/rebalance.py), from the loads
+            # the entries carried in the window just measured, then the same measurement.
+            loads_after = await read_loads(_reader(nic), _writer(nic), i, size)
+            table = balanced_table(loads_before, loads_after, tenant["regions"])
+            await nic.set_table(i, tenant["regions"], table)
+            await ClockCycles(dut.clk, warmup // 2)
+            beats, cycles = await measure(window)
+            point["rebalanced_beats_per_cycle"] = beats / cycles
+            point["rebalanced_window"] = cycles
+            point["rebalanced_bound"] = _table_bound(hashes, table, size)
+        points.append(point)
         source.stop = True
         await task
         await ClockCycles(dut.clk, 3000)   # drain before the table changes
-        cycles = after["cycle"] - before["cycle"]
-        i = tenant["id"]
-        delivered = after[i]["delivered"] - before[i]["delivered"]
-        beats = delivered * -(-tenant["size"] // shape.beat_bytes)
-        points.append({"instances": k, "beats_per_cycle": beats / cycles, "window": cycles,
-                       "hash_bound": _hash_bound(hashes, k, design["config"]["table_size"])})
     reaction = await _scale_out_reaction(dut, nic, shape, tenant, scenario)
     _write_result({"points": points, "reconfig_cycles": reconfig, "reaction": reaction})
+
+
+def _reader(nic):
+    return lambda reg: nic.read("scheduler", reg)
+
+
+def _writer(nic):
+    return lambda reg, value: nic.write("scheduler", reg, value)
 
 
 def _pool_with_hashes(shape, tenant, count):
@@ -374,10 +402,17 @@ def _hash_bound(hashes, k, table_size):
     """The efficiency flow-hash dispatch allows ``k`` instances on these flows, each sent
     equally often: bucket ``hash mod table_size`` goes to instance ``bucket mod k`` (the
     control plane's table), and the busiest instance sets the pace."""
-    counts = [0] * k
+    return _table_bound(hashes, [i % k for i in range(table_size)], table_size)
+
+
+def _table_bound(hashes, table, table_size):
+    """As :func:`_hash_bound`, for any table (entry -> instance or region)."""
+    counts = {}
     for h in hashes:
-        counts[(h % table_size) % k] += 1
-    return (len(hashes) / k) / max(counts)
+        r = table[h % table_size]
+        counts[r] = counts.get(r, 0) + 1
+    k = len(set(table))
+    return (len(hashes) / k) / max(counts.values())
 
 
 async def _scale_out_reaction(dut, nic, shape, tenant, scenario):

@@ -466,6 +466,7 @@ async def random_traffic(dut):
     epoch_at = {t: 0 for t in range(T)}
     out_count = collections.Counter()
     done_by_tenant = collections.defaultdict(list)   # (key, dispatch cycle) per tenant
+    bucket_beats = collections.Counter()                # (tenant, entry) -> beats out
     for pkt in run.packets_out:
         key = (codec.get(pkt["last"], "port"), codec.get(pkt["last"], "seq"))
         if key not in inputs:
@@ -517,7 +518,16 @@ async def random_traffic(dut):
                     run.problem(f"tenant {t}: packet {key} used a new table at cycle "
                                 f"{dispatch_cycle} while {len(late)} older were in flight")
         done_by_tenant[t].append((key, dispatch_cycle))
+        bucket_beats[(t, index)] += nbeats
 
+    # Beats dispatched through each flow-table entry: what came out, by flow hash.
+    for t in range(T):
+        for i in range(S):
+            await b.write("bucket_select", t * S + i)
+            got = await b.read("bucket_beats")
+            if got != bucket_beats[(t, i)]:
+                run.problem(f"tenant {t} entry {i}: bucket_beats {got}, "
+                            f"{bucket_beats[(t, i)]} beats came out through it")
     for t in range(T):
         enq, qd, dd = (counters[f"t{t}_enqueued"], counters[f"t{t}_queue_drops"],
                        counters[f"t{t}_disabled_drops"])

@@ -254,6 +254,21 @@ def cmd_deploy(args):
     return code
 
 
+def cmd_rebalance(args):
+    async def rebalance(plane):
+        async def measure():
+            # A served virtual device advances only when asked (plane.wait runs 256 cycles).
+            for _ in range(max(1, args.cycles // 256)):
+                await plane.wait()
+        return await plane.rebalance(args.tenant, measure)
+    code, report = _control(args, rebalance)
+    if report is not None:
+        print(f"rebalanced tenant {args.tenant}'s flow table over {report['beats']} beats: "
+              f"busiest instance {report['imbalance_in_turn']:.3f} of the mean with entries "
+              f"in turn, {report['imbalance_balanced']:.3f} now")
+    return code
+
+
 def cmd_switch(args):
     code, share = _control(args, lambda plane: plane.switch(args.region, args.tenant))
     if share is not None:
@@ -611,6 +626,14 @@ def main(argv=None):
         p.set_defaults(func=cmd_state, action=action, file=None, out=None)
         if action == "resume":
             p.set_defaults(now=False)
+
+    p = sub.add_parser("rebalance", help="spread a tenant's flow-table entries over its "
+                                         "instances by their measured load")
+    p.add_argument("--tenant", type=int, required=True)
+    p.add_argument("--cycles", type=int, default=100_000,
+                   help="cycles of traffic to measure the entries' load over (default 100000)")
+    _control_arguments(p)
+    p.set_defaults(func=cmd_rebalance)
 
     p = sub.add_parser("migrate", help="move a tenant's chain instance to a free region with "
                                        "its state, traffic flowing (needs nic.yieldable)")

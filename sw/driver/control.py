@@ -404,13 +404,8 @@ class ControlPlane:
         return writes
 
     def _table_writes(self, tenant, regions):
-        writes = []
-        for i in range(self.table_size):
-            writes += [_Write("scheduler", "table_tenant", tenant),
-                       _Write("scheduler", "table_index", i),
-                       _Write("scheduler", "table_region", regions[i % len(regions)]),
-                       _Write("scheduler", "table_write", 1)]
-        return writes + [_Write("scheduler", "table_commit", 1 << tenant), _Commit(tenant)]
+        return self._table_entry_writes(
+            tenant, [regions[i % len(regions)] for i in range(self.table_size)])
 
     def _reset_table(self, tenant):
         return self._table_writes(tenant, [tenant % len(self.regions)])
@@ -775,6 +770,51 @@ class ControlPlane:
         for r in (record.regions if record and record.branches else ()):
             plan += [_Write(f"region{r}", "link", 0), _Linked(r, 0)]
         await self._run(plan)
+
+    # --- load-aware flow tables -----------------------------------------------------------------
+    async def rebalance(self, tenant, measure=None):
+        """Spread ``tenant``'s flow-table entries over its instances by the load each carried
+        while ``measure()`` ran (an async callable letting traffic flow; default one
+        :attr:`wait`), heaviest first (:mod:`.rebalance`); commit the new table (the tenant is
+        held until its packets in flight have left, so no flow reorders). Returns ``{"table",
+        "beats", "imbalance_in_turn", "imbalance_balanced"}``: the busiest instance's share
+        of the measured load over the mean (1.0 is even) with the entries dealt out in turn
+        (the deploy's table) and with the new table."""
+        from .rebalance import balanced_table, imbalance, read_loads
+        with self._locked():
+            await self.refresh()
+            record = self.deployed.get(tenant)
+            if record is None:
+                raise DeployRefused(f"tenant {tenant!r} is not deployed (deployed tenants: "
+                                    f"{sorted(self.deployed) or 'none'})")
+            if ("scheduler", "bucket_beats") not in self._regs:
+                raise DeployRefused("this build's scheduler does not count load per flow-table "
+                                    "entry (scheduler 1.2)")
+
+            async def snapshot():
+                return await read_loads(lambda reg: self.read("scheduler", reg),
+                                        lambda reg, v: self._raw_write("scheduler", reg, v),
+                                        tenant, self.table_size)
+            before = await snapshot()
+            await (measure or self.wait)()
+            after = await snapshot()
+            regions = list(record.regions)
+            table = balanced_table(before, after, regions)
+            loads = [(b - a) % (1 << 32) for a, b in zip(before, after)]
+            current = [regions[i % len(regions)] for i in range(self.table_size)]
+            await self._run(self._table_entry_writes(tenant, table))
+        return {"table": table, "beats": sum(loads),
+                "imbalance_in_turn": imbalance(loads, current, regions),
+                "imbalance_balanced": imbalance(loads, table, regions)}
+
+    def _table_entry_writes(self, tenant, table):
+        writes = []
+        for i, region in enumerate(table):
+            writes += [_Write("scheduler", "table_tenant", tenant),
+                       _Write("scheduler", "table_index", i),
+                       _Write("scheduler", "table_region", region),
+                       _Write("scheduler", "table_write", 1)]
+        return writes + [_Write("scheduler", "table_commit", 1 << tenant), _Commit(tenant)]
 
     # --- migration ------------------------------------------------------------------------------
     async def migrate(self, tenant, source, target):

@@ -710,6 +710,25 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         fails(["deploy", str(ROOT / "tests/data/nic_test.toml"), "--tenant", "0"],
               "unknown key 'design'")
         fails(["undeploy", "--tenant", "3"], "tenant 3 is not deployed")
+        # Rebalance: over the measuring window tenant 1's even entries carry 960 beats each,
+        # its odd ones 96 (the fake device's traffic, 1/16 of it every 256 cycles run).
+        loads = {16 + i: 960 if i % 2 == 0 else 96 for i in range(16)}
+        real_run = FakeDevice.run
+
+        def run_with_traffic(device, cycles):
+            for k, v in loads.items():
+                nic.loads[k] = nic.loads.get(k, 0) + v * cycles // 4096
+            real_run(device, cycles)
+        FakeDevice.run = run_with_traffic
+        try:
+            assert snic(["rebalance", "--tenant", "1", "--cycles", "4096",
+                         "--socket", str(sock)]) == 0
+        finally:
+            FakeDevice.run = real_run
+        assert capsys.readouterr().out.strip() == (
+            "rebalanced tenant 1's flow table over 8448 beats: busiest instance 1.818 of the "
+            "mean with entries in turn, 1.000 now")
+        assert sorted(nic.tables[1].count(r) for r in (0, 1)) == [8, 8]
         assert snic(["deploy", str(CHAINS / "metered.toml"), "--tenant", "2",
                      "--socket", str(sock)]) == 0
         capsys.readouterr()

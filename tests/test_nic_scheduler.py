@@ -56,10 +56,10 @@ def test_config_errors_and_writes():
 
 def test_block_header():
     block = scheduler_block("sched", SHAPE, TABLE_SIZE)
-    assert (block.type_id, block.version) == (0x53434844, 0x0001_0001)   # 1.1: tenant_hold
+    assert (block.type_id, block.version) == (0x53434844, 0x0001_0002)   # 1.2: bucket loads
     names = {r.name for r in block.registers}
     assert {"policy", "tenant_enable", "t3_inv_weight", "r3_cost", "table_commit",
-            "t0_queue_drops", "t3_tag", "tenant_hold"} <= names
+            "t0_queue_drops", "t3_tag", "tenant_hold", "bucket_select", "bucket_beats"} <= names
 
 
 def _record(T, eligible, cand, decide=1, stale=0, back=None):

@@ -335,22 +335,32 @@ async def scaling(dut):
             window = scenario.get("window_one", window)
         if k > 1 and scenario.get("pool_passes"):
             # Steady state, not a short window's luck: the warmup lets the pool go round once
-            # at the ideal k-fold rate (so the regions' input buffers hold their steady backlog,
-            # not the slack they start with) and the window ``pool_passes`` times more, so
-            # every flow is counted about equally often and the instances' loads are the
-            # pool's hash split.
+            # at the ideal k-fold rate, so the regions' input buffers hold their steady
+            # backlog, not the slack they start with (the window is counted in passes, see
+            # measure()).
             pass_cycles = (sum(len(f) for f in pool[tenant["port"]][0][1])
                            / (k * points[0]["beats_per_cycle"]))
             warmup = max(warmup, round(pass_cycles))
-            window = max(window, round(scenario["pool_passes"] * pass_cycles))
         await ClockCycles(dut.clk, warmup)
         size = design["config"]["table_size"]
         i = tenant["id"]
         per_packet = -(-tenant["size"] // shape.beat_bytes)
 
+        pool_beats = sum(len(f) for f in pool[tenant["port"]][0][1])
+
         async def measure(cycles):
+            """Delivered beats and cycles over a window: ``cycles`` long, or with passes over
+            the pool, until that many passes of beats were dispatched (so every flow counts
+            equally often: the instances' loads are the pool's split, and so are the
+            entries' loads a rebalance reads)."""
             before = await _usage(nic, [tenant])
-            await ClockCycles(dut.clk, cycles)
+            if k > 1 and scenario.get("pool_passes"):
+                start = before[i]["dispatched_beats"]
+                target = scenario["pool_passes"] * pool_beats
+                while await nic.read("scheduler", f"t{i}_dispatched_beats") - start < target:
+                    await ClockCycles(dut.clk, 500)
+            else:
+                await ClockCycles(dut.clk, cycles)
             after = await _usage(nic, [tenant])
             return (after[i]["delivered"] - before[i]["delivered"]) * per_packet, \
                 after["cycle"] - before["cycle"]

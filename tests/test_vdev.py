@@ -221,3 +221,14 @@ def test_contract_errors(parser_device):
     device.run_until_drained(quiet=50)
     out = device.pop()
     assert [d.data for d in out] == [b"", bytes(range(60))]
+
+
+def test_cocotb_rate_is_marginal_or_says_it_is_not():
+    """Two runs of different length give the marginal rate; on a loaded machine the long run
+    may take no longer than the short one, and then the long run's whole rate stands in (a
+    negative rate once failed `snic bench device`)."""
+    from supernic.sim.vdev.bench import _marginal
+    assert _marginal([(100, 2.0), (1000, 3.0)]) == {
+        "cycles": 1000, "cycles_per_s": 900.0, "method": "marginal"}
+    slow_start = _marginal([(100, 2.0), (1000, 1.9)])
+    assert slow_start["method"] == "whole run" and slow_start["cycles_per_s"] == 1000 / 1.9

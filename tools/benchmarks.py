@@ -118,6 +118,7 @@ def _device_bench(config, console, quick):
                 "device_cycles_per_s": round(device["cycles_per_s"]),
                 "device_idle_cycles_per_s": round(device["idle_cycles_per_s"]),
                 "cocotb_cycles_per_s": round(cocotb["cycles_per_s"]),
+                "cocotb_rate": cocotb["method"],
                 "speedup": round(device["cycles_per_s"] / cocotb["cycles_per_s"], 1),
                 "delivered": device["delivered"]}
             if config.is_nic:
@@ -131,6 +132,7 @@ def _device_bench(config, console, quick):
                 result["nic"] = {
                     "design": name, "device_cycles_per_s": round(nic["cycles_per_s"]),
                     "cocotb_cycles_per_s": round(nic_cocotb["cycles_per_s"]),
+                    "cocotb_rate": nic_cocotb["method"],
                     "speedup": round(nic["cycles_per_s"] / nic_cocotb["cycles_per_s"], 1),
                     "cycles": nic["cycles"], "delivered": nic["delivered"]}
                 count = 10_000 if quick else 100_000

@@ -354,27 +354,36 @@ def _trace_free(nic, before, tenant):
         {k: v for k, v in old_values.items() if k not in loaded}
 
 
+def _fault_sweep(description, base, state, tmp_path, chain, tenant):
+    """Deploy ``chain`` as ``tenant`` on copies of ``base`` (whose records are in ``state``)
+    with a bus error at each of its writes in turn: each fails with one message, leaves no
+    trace of the tenant and keeps the state file. Returns ``(clean, nic)``: the deploy done
+    without a fault, and the device after the last faulty one."""
+    saved = state.read_text()
+    clean = copy.deepcopy(base)
+    shutil.copy(state, tmp_path / "clean.json")
+    _run(ControlPlane(clean, description, tmp_path / "clean.json").deploy(
+        CHAINS / f"{chain}.toml", tenant))
+    nic = None
+    for k in range(1, clean.writes - base.writes + 1):
+        nic = copy.deepcopy(base)
+        before = nic.image()
+        nic.fail_at = nic.writes + k
+        with pytest.raises(DeployFailed, match=rf"deploy of '{chain}' as tenant {tenant} "
+                                               rf"failed: write at .* SLVERR.*rolled back"):
+            _run(ControlPlane(nic, description, state).deploy(CHAINS / f"{chain}.toml",
+                                                              tenant))
+        _trace_free(nic, before, tenant)
+        assert state.read_text() == saved
+    return clean, nic
+
+
 def test_a_fault_at_every_write_leaves_no_trace(small_description, tmp_path):
     state = tmp_path / "state.json"
     base = FakeNic(small_description)
     _run(ControlPlane(base, small_description, state).deploy(CHAINS / "metered.toml", 0))
-    saved = state.read_text()
-    clean = copy.deepcopy(base)
-    shutil.copy(state, tmp_path / "clean.json")
-    _run(ControlPlane(clean, small_description, tmp_path / "clean.json").deploy(
-        CHAINS / "secure.toml", 1))
-    total = clean.writes - base.writes
-    assert clean.model.get("region1", "active") == 1 and total > 150
-    for k in range(1, total + 1):
-        nic = copy.deepcopy(base)
-        before = nic.image()
-        nic.fail_at = nic.writes + k
-        plane = ControlPlane(nic, small_description, state)
-        with pytest.raises(DeployFailed, match=r"deploy of 'secure' as tenant 1 failed: write "
-                                               r"at .* SLVERR.*rolled back"):
-            _run(plane.deploy(CHAINS / "secure.toml", 1))
-        _trace_free(nic, before, 1)
-        assert state.read_text() == saved
+    clean, nic = _fault_sweep(small_description, base, state, tmp_path, "secure", 1)
+    assert clean.model.get("region1", "active") == 1 and clean.writes - base.writes > 150
     # After the last fault the same deploy goes through.
     record = _run(ControlPlane(nic, small_description, state).deploy(CHAINS / "secure.toml", 1))
     assert record.regions == (1,) and nic.model.get("scheduler", "tenant_enable") == 0b11
@@ -417,22 +426,8 @@ def test_a_chain_splits_over_a_linked_pair(tmp_path):
     # Faults: every write of the split deploy, beside a web tenant.
     state = tmp_path / "faults.json"
     _run(ControlPlane(base, description, state).deploy(CHAINS / "web.toml", 1))
-    saved = state.read_text()
-    clean = copy.deepcopy(base)
-    shutil.copy(state, tmp_path / "clean.json")
-    _run(ControlPlane(clean, description, tmp_path / "clean.json").deploy(
-        CHAINS / "monitoring.toml", 0))
-    total = clean.writes - base.writes
-    assert clean.model.get("region0", "linked") == 1 and total > 80
-    for k in range(1, total + 1):
-        nic = copy.deepcopy(base)
-        before = nic.image()
-        nic.fail_at = nic.writes + k
-        with pytest.raises(DeployFailed, match=r"deploy of 'monitoring' as tenant 0 failed: "
-                                               r"write at .* SLVERR.*rolled back"):
-            _run(ControlPlane(nic, description, state).deploy(CHAINS / "monitoring.toml", 0))
-        _trace_free(nic, before, 0)
-        assert state.read_text() == saved
+    clean, _ = _fault_sweep(description, base, state, tmp_path, "monitoring", 0)
+    assert clean.model.get("region0", "linked") == 1 and clean.writes - base.writes > 80
 
 
 def test_rebalance_spreads_entries_by_their_load(nic_description):

@@ -328,6 +328,7 @@ async def scaling(dut):
             pool, hashes = _pool_with_hashes(shape, tenant, scenario.get("flows", 512))
         source = SaturatingSource(dut, shape, pool)
         task = cocotb.start_soon(source.run())
+        pool_beats = sum(len(f) for f in pool[tenant["port"]][0][1])
         warmup, window = scenario.get("warmup", 4000), scenario.get("window", 12000)
         if k == 1:
             # The baseline every point divides by: long enough that one packet more or less
@@ -338,15 +339,11 @@ async def scaling(dut):
             # at the ideal k-fold rate, so the regions' input buffers hold their steady
             # backlog, not the slack they start with (the window is counted in passes, see
             # measure()).
-            pass_cycles = (sum(len(f) for f in pool[tenant["port"]][0][1])
-                           / (k * points[0]["beats_per_cycle"]))
-            warmup = max(warmup, round(pass_cycles))
+            warmup = max(warmup, round(pool_beats / (k * points[0]["beats_per_cycle"])))
         await ClockCycles(dut.clk, warmup)
         size = design["config"]["table_size"]
         i = tenant["id"]
         per_packet = -(-tenant["size"] // shape.beat_bytes)
-
-        pool_beats = sum(len(f) for f in pool[tenant["port"]][0][1])
 
         async def measure(cycles):
             """Delivered beats and cycles over a window: ``cycles`` long, or with passes over

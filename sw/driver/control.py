@@ -369,9 +369,9 @@ class ControlPlane:
         pairs = [(a, b) for a, b in sorted(self.links.items())
                  if self._personality(a, parts[0].name) is not None
                  and self._personality(b, parts[1].name) is not None]
-        for part, where in zip(parts, zip(*pairs) if pairs else ((), ())):
-            if where:
-                self._check_spec(part, list(where))
+        if pairs:
+            self._check_spec(parts[0], [a for a, _ in pairs])
+            self._check_spec(parts[1], [b for _, b in pairs])
         return parts, pairs
 
     def _check_spec(self, spec, hosts=None):
@@ -780,7 +780,7 @@ class ControlPlane:
         "beats", "imbalance_in_turn", "imbalance_balanced"}``: the busiest instance's share
         of the measured load over the mean (1.0 is even) with the entries dealt out in turn
         (the deploy's table) and with the new table."""
-        from .rebalance import balanced_table, imbalance, read_loads
+        from .rebalance import balanced_table, entry_loads, imbalance, read_loads
         with self._locked():
             await self.refresh()
             record = self.deployed.get(tenant)
@@ -800,7 +800,7 @@ class ControlPlane:
             after = await snapshot()
             regions = list(record.regions)
             table = balanced_table(before, after, regions)
-            loads = [(b - a) % (1 << 32) for a, b in zip(before, after)]
+            loads = entry_loads(before, after)
             current = [regions[i % len(regions)] for i in range(self.table_size)]
             await self._run(self._table_entry_writes(tenant, table))
         return {"table": table, "beats": sum(loads),

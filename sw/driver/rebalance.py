@@ -12,7 +12,7 @@ et al., CoNEXT 2019 §3) for the NIC's instances. The new table goes in through 
 commit, which holds the tenant until its packets in flight have left, so no flow reorders.
 """
 
-__all__ = ["read_loads", "balanced_table", "imbalance", "LOAD_MODULUS"]
+__all__ = ["read_loads", "entry_loads", "balanced_table", "imbalance", "LOAD_MODULUS"]
 
 #: The per-entry counters wrap (hw/nic/scheduler.py, ``LOAD_BITS``).
 LOAD_MODULUS = 1 << 32
@@ -28,15 +28,20 @@ async def read_loads(read, write, tenant, table_size):
     return out
 
 
+def entry_loads(before, after):
+    """Beats each entry carried between two snapshots of its wrapping counter."""
+    if len(before) != len(after):
+        raise ValueError(f"snapshots of {len(before)} and {len(after)} entries")
+    return [(b - a) % LOAD_MODULUS for a, b in zip(before, after)]
+
+
 def balanced_table(before, after, regions):
     """A flow table (one region per entry) spreading the load each entry carried between the
     snapshots ``before`` and ``after`` evenly over ``regions``. Entries that carried nothing
     are dealt out in turn afterwards, so future flows still spread."""
     if not regions:
         raise ValueError("a flow table needs at least one region")
-    if len(before) != len(after):
-        raise ValueError(f"snapshots of {len(before)} and {len(after)} entries")
-    loads = [(b - a) % LOAD_MODULUS for a, b in zip(before, after)]
+    loads = entry_loads(before, after)
     table = [None] * len(loads)
     total = {r: 0 for r in regions}
     count = {r: 0 for r in regions}

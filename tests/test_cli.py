@@ -203,3 +203,25 @@ def test_demo_runs_the_nic_and_checks_the_model(capsys):
     assert "mismatches with the model: 0" in out and "OK" in out
     for chain in ("web", "secure", "metered", "monitoring"):
         assert chain in out
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[tenant]\nname = "bad"\n[[nodes]]\nname = "a"\nnt = "firewall"\n', "unknown NT 'firewall'"),
+    ('[tenant\n', "not valid TOML"),
+    (None, "does not exist"),
+])
+def test_deploy_reads_the_spec_before_it_asks_for_a_device(tmp_path, capsys, text, message):
+    """A broken chain file is the error, even with no device running (exit 2, one line)."""
+    spec = tmp_path / "chain.toml"
+    if text is not None:
+        spec.write_text(text)
+    nowhere = ["--socket", str(tmp_path / "no-device.sock"), "--state", str(tmp_path / "s.json")]
+    assert main(["deploy", str(spec), "--tenant", "0", *nowhere]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("snic: error: ") and str(spec) in err and message in err
+    assert err.count("\n") == 1
+    # The same call with a good spec gets as far as the device, and says that it is missing.
+    good = Path(__file__).parents[1] / "chains" / "web.toml"
+    assert main(["deploy", str(good), "--tenant", "0", *nowhere]) == 2
+    err = capsys.readouterr().err
+    assert str(spec) not in err and "device" in err

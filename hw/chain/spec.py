@@ -149,6 +149,10 @@ def load_chain(path):
         raise ChainError(f"chain specification {path} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise ChainError(f"{path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise ChainError(f"{path}: not a text file (TOML is UTF-8)") from None
+    except OSError as e:        # a directory, no permission, ...
+        raise ChainError(f"{path}: cannot be read: {e.strerror or e}") from None
     return parse_chain(raw, str(path))
 
 

@@ -241,6 +241,16 @@ def _control(args, operation):
 
 
 def cmd_deploy(args):
+    from ..hw.chain.spec import load_chain
+    from ..hw.config import ConfigError
+    try:
+        # The file's own errors come first: a user with a broken spec and no device running is
+        # told what is wrong with the file, not to start a device (the control plane loads it
+        # again, which is cheap, so it sees exactly the spec that was checked).
+        load_chain(args.spec)
+    except ConfigError as e:    # ChainError is a ConfigError
+        _error(e)
+        return 2
     code, record = _control(args, lambda plane: plane.deploy(
         args.spec, args.tenant, instances=args.instances, weight=args.weight,
         share=args.share))

@@ -47,7 +47,11 @@ def lowest_one(m: Module, bits, n, name):
 def round_robin_pick(m: Module, bits, pointer, n, name):
     """``(any, index)`` of the first set bit at or after ``pointer``, wrapping around."""
     at_or_after = Signal(n, name=f"{name}_from")
-    m.d.comb += at_or_after.eq(Cat(Const(k, range(max(n, 2))) >= pointer for k in range(n)))
+    # `k >= pointer` is always true for the pointer's largest value: written as a comparison,
+    # Verilator's lint calls it constant (CMPCONST), so that bit is the constant 1.
+    top = (1 << len(pointer)) - 1
+    m.d.comb += at_or_after.eq(Cat(Const(1) if k >= top else Const(k, range(max(n, 2))) >= pointer
+                                   for k in range(n)))
     upper = Signal(n, name=f"{name}_upper")
     m.d.comb += upper.eq(bits & at_or_after)
     upper_any, upper_index = lowest_one(m, upper, n, f"{name}_hi")

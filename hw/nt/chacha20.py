@@ -140,6 +140,17 @@ class ChaCha20Config(TaskConfig):
         return cls(rng.randbytes(32), rng.getrandbits(32), True)
 
 
+def _count_word(word, words):
+    """The next word of a keystream block, wrapping at ``words`` (none to count at one word)."""
+    if words == 1:
+        return []
+    return [word.eq(Mux(word == words - 1, 0, word + 1))]
+
+
+def _reset_word(word):
+    return [] if isinstance(word, Const) else [word.eq(0)]
+
+
 def _pow2_at_least(n):
     return 1 << max(0, n - 1).bit_length()
 
@@ -247,7 +258,10 @@ class ChaCha20Task(NetworkTask):
         ip = self.i.p
         in_first = Signal(init=1)
         in_beat = Signal(beat_bits)
-        in_word = Signal(range(R_))
+        # Which word of the current keystream block the next beat uses. At 512 bits a beat is a
+        # whole block (R_ == 1): there is no word to count, and a `range(1)` signal would be
+        # zero bits wide (Verilog `[-1:0]`), so the counter is the constant 0 instead.
+        in_word = Signal(range(R_)) if R_ > 1 else Const(0)
         in_counter = Signal(32, init=1)
         in_encrypt = Signal()
         in_drop = Signal()
@@ -295,11 +309,11 @@ class ChaCha20Task(NetworkTask):
             with m.If(index_in < (1 << beat_bits) - 1):
                 m.d.sync += in_beat.eq(index_in + 1)
             with m.If(uses_word_in):
-                m.d.sync += in_word.eq(Mux(in_word == R_ - 1, 0, in_word + 1))
+                m.d.sync += _count_word(in_word, R_)
             with m.If(request):
                 m.d.sync += in_counter.eq(in_counter + 1)
             with m.If(ip.last):
-                m.d.sync += [in_word.eq(0), in_counter.eq(1)]
+                m.d.sync += [*_reset_word(in_word), in_counter.eq(1)]
                 with m.If(encrypt):
                     m.d.sync += seq.eq(seq + 1)
 
@@ -308,7 +322,7 @@ class ChaCha20Task(NetworkTask):
         hb = head.beat
         out_first = Signal(init=1)
         out_beat = Signal(beat_bits)
-        out_word = Signal(range(R_))
+        out_word = Signal(range(R_)) if R_ > 1 else Const(0)     # see in_word
         q_out = Signal(beat_bits)
         r_out = Signal(range(nbytes))
         index_out = Signal(beat_bits)
@@ -382,10 +396,9 @@ class ChaCha20Task(NetworkTask):
             with m.If(index_out < (1 << beat_bits) - 1):
                 m.d.sync += out_beat.eq(index_out + 1)
             with m.If(uses_word):
-                m.d.sync += [previous.eq(rotated),
-                             out_word.eq(Mux(out_word == R_ - 1, 0, out_word + 1))]
+                m.d.sync += [previous.eq(rotated), *_count_word(out_word, R_)]
             with m.If(hb.last):
-                m.d.sync += out_word.eq(0)
+                m.d.sync += _reset_word(out_word)
 
         # --- counters, at the output handshake ------------------------------------------------
         packets = Signal(64)

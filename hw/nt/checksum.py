@@ -156,8 +156,12 @@ def masked_sum(m, data, keep, beat, start, end, enable, nbytes, name):
         parts = []
         for j in (2 * k, 2 * k + 1):
             inside = Signal(name=f"{name}_in{j}")
-            m.d.comb += inside.eq(enable & keep[j] & (after | (at_start & (sl <= j)))
-                                  & (before | (at_end & (el > j))))
+            # In the beat's last lane `sl <= j` always holds and `el > j` never does; written as
+            # comparisons, Verilator's lint calls them constant (CMPCONST).
+            from_start = Const(1) if j >= nbytes - 1 else sl <= j
+            before_end = Const(0) if j >= nbytes - 1 else el > j
+            m.d.comb += inside.eq(enable & keep[j] & (after | (at_start & from_start))
+                                  & (before | (at_end & before_end)))
             parts.append(Mux(inside, data[8 * j:8 * j + 8], 0))
         word = Signal(16, name=f"{name}_w{k}")
         m.d.comb += word.eq(Cat(parts[1], parts[0]))
@@ -537,11 +541,15 @@ class _ChecksumTask(NetworkTask):
                 patches.append((hf, r["l3"] + 10, r["hdr_new"]))
                 patches.append((lf, r["l4"] + Mux(r["tcp"], 16, 6), l4_new[layer]))
             anything = Signal()
+            # `skip` is its own signal: the patch enables read it, and read back out of
+            # desc_in (one vector in Verilog) it would make desc_in depend on itself, which
+            # Verilator cannot order and evaluates again every cycle (UNOPTFLAT).
+            skip = Signal()
             m.d.comb += anything.eq(Cat(*(v for pair in values for v in pair)).any())
-            m.d.comb += desc_in.skip.eq(s4_skip_flags | ~anything)
+            m.d.comb += [skip.eq(s4_skip_flags | ~anything), desc_in.skip.eq(skip)]
             for k, (en, at, value) in enumerate(patches):
                 at_sig = Signal(pos_bits, name=f"patch_at{k}")
-                m.d.comb += [at_sig.eq(at), desc_in.patch_en[k].eq(en & ~desc_in.skip),
+                m.d.comb += [at_sig.eq(at), desc_in.patch_en[k].eq(en & ~skip),
                              desc_in.patch_pos[k].eq(at_sig[1:]), desc_in.patch_val[k].eq(value)]
             for k in fills:
                 counts[f"{k}_filled"] = fills[k]

@@ -5,7 +5,8 @@ Model: ``head[:P] + frame[D:]``, zero-padded to ``pad`` bytes; nothing left give
 bits, frames shorter than ``D``), random idle and backpressure, at 64, 128 and 512 bits; the new
 metadata must be on every beat and the input's tail flags on the last beat only. Then the rates
 the docstring promises, measured with the source never idle and the sink always ready: one
-output beat a cycle for a growing packet, one input beat a cycle for a shrinking one.
+output beat a cycle for a growing packet, one input beat a cycle for a shrinking one, both for
+back-to-back minimum frames padded to 60 bytes. And the Verilog at each user's sizes lints clean.
 """
 
 import random
@@ -173,6 +174,22 @@ def test_shrinking_packets_keep_input_busy(width, p, d, pad):
     assert _rates(stats)[0] == 1.0
 
 
+@pytest.mark.parametrize("width", [64, 128, 512])
+@pytest.mark.parametrize("p,d,size", [(0, 50, 64), (12, 16, 60)], ids=["decap", "pop"])
+def test_padded_minimum_frames_keep_both_sides_busy(width, p, d, size):
+    """Back-to-back minimum frames, padded to 60 bytes after the realignment: as many beats
+    leave as arrive, one a cycle on both sides. At 64 bits a decapsulated 64-byte frame is 7
+    beats taken without output, 1 streamed and 7 flushed (6 of them padding): the flushed beats
+    go out while the next packet's dropped beats are taken."""
+    rng = random.Random(6)
+    packets = [(rng.randbytes(size), rng.randbytes(MAX_HEAD), p, d, 60, rng.randrange(4))
+               for _ in range(40)]
+    outputs, stats = run(width, packets)
+    check(packets, outputs, width)
+    assert len(stats["in"]) == len(stats["out"])
+    assert _rates(stats) == (1.0, 1.0)
+
+
 def test_head_window_shows_first_bytes():
     """At 64 bits a 24-byte window needs three beats; every packet still comes out whole and in
     order, and the window on each first beat starts with the packet's first 24 bytes."""
@@ -214,6 +231,27 @@ def test_head_window_shows_first_bytes():
     assert got == frames
     for f, w in zip(frames, windows):
         assert w[:min(24, len(f))] == f[:24]
+
+
+# (max_head, max_drop, max_pad) of the realigner's users: vxlan_decap (no head), vxlan_encap (no
+# drop, a head shorter than a 512-bit beat), vlan_push and vlan_pop.
+USERS = {"decap": (0, 256, 60), "encap": (50, 0, 0), "push": (16, 12, 0), "pop": (12, 16, 60)}
+
+
+@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("user", USERS)
+def test_verilog_is_lint_clean(width, user, tmp_path, monkeypatch):
+    """A part of the state a build's sizes keep at 0 must not become a zero-width vector
+    (``[-1:0]``, Verilator's ASCRANGE)."""
+    from amaranth.back import verilog
+    from supernic.hw.lint import lint
+    monkeypatch.setenv("AMARANTH_USE_YOSYS", "builtin")
+    text = verilog.convert(Realigner(width, TEST_META, *USERS[user]), name="realign",
+                           emit_src=False)
+    path = tmp_path / "realign.v"
+    path.write_text(text)
+    ok, report = lint(path)
+    assert ok, report
 
 
 @pytest.mark.parametrize("kwargs,message", [

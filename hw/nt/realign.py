@@ -22,17 +22,24 @@ beat and the current one) serves the whole packet:
   whose last beat spills past the beat boundary costs one extra *flush* beat. The output runs at
   one beat a cycle; the input stalls only for those extra beats.
 * shrinking (``a < 0``): the first ``-a`` input beats are taken without output (they prime the
-  previous-beat register), and the flush beat of one packet is sent in the same cycle as the
-  next packet's first beat is taken, so the input runs at one beat a cycle. Only padding (an
-  output shorter than ``pad``) adds beats the input waits for: one a cycle after the first.
+  previous-beat register). A packet's output beats after its last input beat (the flush beat of
+  spilled bytes, then padding or a head longer than the packet) need no input, so they go out
+  while the next packet's dropped beats are taken: the flush beat from the core, in the cycle
+  the next packet's first beat is taken, and the rest from the *fill unit*, which holds the
+  head and padding still due and owns the output register until they are out, leaving the core
+  free to drop. The input runs at one beat a cycle as long as those beats are no more than the
+  next packet's dropped beats. Back-to-back 64-byte VXLAN frames decapsulated at 64 bits
+  (``D = 50``, padded to 60 bytes) are 7 beats dropped, 1 streamed and 7 flushed: 8 beats in
+  and 8 out every 8 cycles. Where they are more, the input waits while the output goes on at
+  one beat a cycle.
 
 Head, padding and the window are merged with masks made by shifting a constant (head bytes and
 padding cover a prefix of the beat), not per byte lane; the input register zeroes the bytes
 outside ``keep``, so the window needs no mask of its own.
 
 Stages: an input register holding the beat and its precomputed control (so the NT's control
-logic ends in a register), the realignment core, and an output register. ``i.ready`` follows
-``o.ready`` combinationally; ``o.valid`` comes from a register.
+logic ends in a register), the realignment core beside the fill unit, and an output register.
+``i.ready`` follows ``o.ready`` combinationally; ``o.valid`` comes from a register.
 
 :class:`HeadWindow` gives an NT the first ``window_bytes`` of a packet beside its first beat
 when a beat is narrower than that (the MAC addresses span two beats at 64 bits): a short shift
@@ -152,16 +159,22 @@ class Realigner(wiring.Component):
         max_pre = self.max_head // W
         max_dropped = -(-self.max_drop // W)
         meta_bits = self.meta_layout.size
+        # The fill unit (see the docstring) pays only where a packet can start with dropped
+        # beats and its head or padding can outlast the beat that ends its window bytes.
+        fill_unit = self.max_drop > 0 and max_fill > W
         i, o, ctl = self.i, self.o, self.ctl
 
         def tail_of(meta):
             return Cat(*[meta.flags[f] for f in TAIL_FLAGS])
 
-        # Metadata is held in plain vectors: a signal with a struct shape gets a named wire per
-        # field in the Verilog, which Verilator (all signals public for cocotb) turns into a lot
-        # of code for nothing.
-        def meta_vector(name):
-            return Signal(meta_bits, name=name)
+        def lanes(count):  # byte lanes of a beat that ``count`` bytes still due cover
+            return Mux(count > W, W, count)
+
+        def less_a_beat(count):
+            return Mux(count > W, count - W, 0)
+
+        def prefix_mask(nlanes, lane_bits):  # the low ``nlanes`` lanes set, by a shift
+            return ~(Const(2 ** (W * lane_bits) - 1, W * lane_bits) << (nlanes * lane_bits))
 
         # ---- input register: the beat and its precomputed control -------------------------
         in_mid = Signal()  # the last accepted beat did not end its packet
@@ -170,13 +183,7 @@ class Realigner(wiring.Component):
         x_keep = Signal(W)
         x_last = Signal()
         x_tail = Signal(len(TAIL_FLAGS))
-        x_s = Signal(lw)
-        x_pre = Signal(range(max_pre + 1))
         x_drop = Signal(range(max_dropped + 2))
-        x_head = Signal(8 * head_bytes)
-        x_hrem = Signal(range(self.max_head + 1))  # head bytes still to send
-        x_frem = Signal(range(max_fill + 1))  # bytes of head or padding still to send
-        x_meta = meta_vector("x_meta")
         x_take = Signal()
 
         shift = Signal(signed(max(len(ctl.p), len(ctl.d)) + 2))
@@ -186,6 +193,28 @@ class Realigner(wiring.Component):
             shift.eq(ctl.p - ctl.d),
             shift_beats.eq(shift >> lw),  # arithmetic: floor((P - D) / W)
         ]
+
+        # The packet's own state, fixed with its first beat: ``s``; ``pre``, the pure-head beats
+        # still due; ``head`` and ``hrem``, the head bytes still due; ``frem``, the head or
+        # padding bytes still due; the new metadata (a plain vector: a signal with a struct
+        # shape gets a named wire per field in the Verilog, which Verilator, with every signal
+        # public for cocotb, turns into a lot of code for nothing). A build whose sizes keep a
+        # part at 0 (no head; no head longer than a beat; nothing to fill) has no register for
+        # it: Verilog has no zero-width vector.
+        shapes = {"s": lw, "meta": meta_bits}
+        first_value = {"s": shift[:lw], "meta": ctl.meta}
+        if max_pre:
+            shapes["pre"] = range(max_pre + 1)
+            first_value["pre"] = Mux(shift_beats > 0, shift_beats, 0)
+        if self.max_head:
+            shapes["head"] = 8 * head_bytes
+            first_value["head"] = ctl.head
+            shapes["hrem"] = range(self.max_head + 1)
+            first_value["hrem"] = ctl.p
+        if max_fill:
+            shapes["frem"] = range(max_fill + 1)
+            first_value["frem"] = Mux(ctl.p > ctl.pad, ctl.p, ctl.pad)
+        x = {f: Signal(shape, name=f"x_{f}") for f, shape in shapes.items()}
 
         m.d.comb += i.ready.eq(~x_valid | x_take)
         with m.If(i.valid & i.ready):
@@ -198,27 +227,15 @@ class Realigner(wiring.Component):
                 in_mid.eq(~i.p.last),
             ]
             with m.If(~in_mid):
-                m.d.sync += [
-                    x_s.eq(shift[:lw]),
-                    x_pre.eq(Mux(shift_beats > 0, shift_beats, 0)),
-                    x_drop.eq(Mux(shift_beats < 0, -shift_beats, 0)),
-                    x_head.eq(ctl.head),
-                    x_hrem.eq(ctl.p),
-                    x_frem.eq(Mux(ctl.p > ctl.pad, ctl.p, ctl.pad)),
-                    x_meta.eq(ctl.meta),
-                ]
+                m.d.sync += x_drop.eq(Mux(shift_beats < 0, -shift_beats, 0))
+                m.d.sync += [x[f].eq(first_value[f]) for f in shapes]
         with m.Elif(x_take):
             m.d.sync += x_valid.eq(0)
 
         # ---- core state -------------------------------------------------------------------
         phase = Signal(Phase)
-        c_s = Signal(lw)
-        c_pre = Signal.like(x_pre)
+        c = {f: Signal(shape, name=f"c_{f}") for f, shape in shapes.items()}
         c_drop = Signal.like(x_drop)
-        c_head = Signal.like(x_head)
-        c_hrem = Signal.like(x_hrem)
-        c_frem = Signal.like(x_frem)
-        c_meta = meta_vector("c_meta")
         c_prev_data = Signal(8 * W)
         c_prev_keep = Signal(W)
         c_tail = Signal(len(TAIL_FLAGS))
@@ -227,41 +244,39 @@ class Realigner(wiring.Component):
         o_data = Signal(8 * W)
         o_keep = Signal(W)
         o_last = Signal()
-        o_meta = meta_vector("o_meta")
+        o_meta = Signal(meta_bits)
         m.d.comb += [
             o.valid.eq(o_valid), o.p.data.eq(o_data), o.p.keep.eq(o_keep),
             o.p.last.eq(o_last), o.p.meta.eq(o_meta),
         ]
         can_load = Signal()
         m.d.comb += can_load.eq(~o_valid | o.ready)
+        core_load = Signal()  # the output register can take a beat from the core
+        if fill_unit:
+            f_valid = Signal()  # the fill unit owns the output register until its last beat
+            do_fill = Signal()  # the fill unit sends a beat
+            m.d.comb += core_load.eq(can_load & ~f_valid)
+        else:
+            m.d.comb += core_load.eq(can_load)
 
         # The view: between packets the packet's state comes straight from the input register,
         # so a packet starts on the cycle after the previous one ends, with no bubble.
         idle = Signal()
         m.d.comb += idle.eq(phase == Phase.IDLE)
-        v_s = Signal(lw)
-        v_pre = Signal.like(x_pre)
-        v_head = Signal.like(x_head)
-        v_hrem = Signal.like(x_hrem)
-        v_frem = Signal.like(x_frem)
-        v_meta = meta_vector("v_meta")
+        v = {f: Signal(shape, name=f"v_{f}") for f, shape in shapes.items()}
         v_prev_keep = Signal(W)
-        m.d.comb += [
-            v_s.eq(Mux(idle, x_s, c_s)),
-            v_pre.eq(Mux(idle, x_pre, c_pre)),
-            v_head.eq(Mux(idle, x_head, c_head)),
-            v_hrem.eq(Mux(idle, x_hrem, c_hrem)),
-            v_frem.eq(Mux(idle, x_frem, c_frem)),
-            v_meta.eq(Mux(idle, x_meta, c_meta)),
-            v_prev_keep.eq(Mux(idle, 0, c_prev_keep)),
-        ]
-        ep_pre = Signal()
+        m.d.comb += [v[f].eq(Mux(idle, x[f], c[f])) for f in shapes]
+        m.d.comb += v_prev_keep.eq(Mux(idle, 0, c_prev_keep))
         ep_stream = Signal()
         ep_flush = Signal()
+        starts_streaming = x_valid & (x_drop == 0)
+        if max_pre:
+            ep_pre = Signal()
+            m.d.comb += ep_pre.eq(Mux(idle, starts_streaming & (x["pre"] != 0),
+                                      phase == Phase.PRE))
+            starts_streaming &= x["pre"] == 0
         m.d.comb += [
-            ep_pre.eq(Mux(idle, x_valid & (x_drop == 0) & (x_pre != 0), phase == Phase.PRE)),
-            ep_stream.eq(Mux(idle, x_valid & (x_drop == 0) & (x_pre == 0),
-                             phase == Phase.STREAM)),
+            ep_stream.eq(Mux(idle, starts_streaming, phase == Phase.STREAM)),
             ep_flush.eq(phase == Phase.FLUSH),
         ]
 
@@ -276,9 +291,9 @@ class Realigner(wiring.Component):
             hi_data.eq(Mux(ep_stream, x_data, 0)),
             hi_keep.eq(Mux(ep_stream, x_keep, 0)),
         ]
-        both_data = _shift_lanes_up(m, Cat(lo_data, hi_data), v_s, 8, "rot_data")
-        both_keep = _shift_lanes_up(m, Cat(v_prev_keep, hi_keep), v_s, 1, "rot_keep")
-        spill_keep = _shift_lanes_up(m, Cat(x_keep, Const(0, W)), v_s, 1, "spill_keep")
+        both_data = _shift_lanes_up(m, Cat(lo_data, hi_data), v["s"], 8, "rot_data")
+        both_keep = _shift_lanes_up(m, Cat(v_prev_keep, hi_keep), v["s"], 1, "rot_keep")
+        spill_keep = _shift_lanes_up(m, Cat(x_keep, Const(0, W)), v["s"], 1, "spill_keep")
         w_data = Signal(8 * W)
         w_keep = Signal(W)
         m.d.comb += [
@@ -289,74 +304,94 @@ class Realigner(wiring.Component):
         m.d.comb += spill.eq(spill_keep[W:].any())
 
         # Head and padding cover the first bytes of the beat: masks from a shift, not per lane.
-        head_lanes = Signal(range(W + 1))
-        fill_lanes = Signal(range(W + 1))
-        head_mask = Signal(8 * W)
-        fill_keep = Signal(W)
-        more_fill = Signal()  # head or padding continues past this output beat
-        m.d.comb += [
-            head_lanes.eq(Mux(v_hrem > W, W, v_hrem)),
-            fill_lanes.eq(Mux(v_frem > W, W, v_frem)),
-            head_mask.eq(~(Const(2 ** (8 * W) - 1, 8 * W) << (head_lanes * 8))),
-            fill_keep.eq(~(Const(2 ** W - 1, W) << fill_lanes)),
-            more_fill.eq(v_frem > W),
-        ]
         out_data = Signal(8 * W)
         out_keep = Signal(W)
         out_last = Signal()
-        m.d.comb += [
-            out_keep.eq(w_keep | fill_keep),
-            out_data.eq((v_head[:8 * W] & head_mask) | (w_data & ~head_mask)),
-        ]
+        more_fill = Signal()  # head or padding continues past this output beat
+        if self.max_head:
+            head_mask = Signal(8 * W)
+            m.d.comb += [
+                head_mask.eq(prefix_mask(lanes(v["hrem"]), 8)),
+                out_data.eq((v["head"][:8 * W] & head_mask) | (w_data & ~head_mask)),
+            ]
+        else:
+            m.d.comb += out_data.eq(w_data)
+        if max_fill:
+            fill_keep = Signal(W)
+            m.d.comb += [
+                fill_keep.eq(prefix_mask(lanes(v["frem"]), 1)),
+                more_fill.eq(v["frem"] > W),
+                out_keep.eq(w_keep | fill_keep),
+            ]
+        else:
+            m.d.comb += [more_fill.eq(0), out_keep.eq(w_keep)]
 
-        do_pre, do_stream, do_flush, do_drop, start_drop = (Signal(name=n) for n in (
-            "do_pre", "do_stream", "do_flush", "do_drop", "start_drop"))
+        do_stream, do_flush, do_drop, start_drop = (Signal(name=n) for n in (
+            "do_stream", "do_flush", "do_drop", "start_drop"))
         flush_last = Signal()
+        flush_done = do_flush if fill_unit else do_flush & flush_last  # the core's last beat
+        core_beat = Signal()
         m.d.comb += [
-            do_pre.eq(ep_pre & can_load),
-            do_stream.eq(ep_stream & x_valid & can_load),
-            do_flush.eq(ep_flush & can_load),
+            do_stream.eq(ep_stream & x_valid & core_load),
+            do_flush.eq(ep_flush & core_load),
             do_drop.eq((phase == Phase.DROP) & x_valid),
             flush_last.eq(~more_fill),
             # A shrinking packet starts by taking a beat without output, so it can start while
-            # the previous packet sends its flush beat (input at one beat a cycle).
-            start_drop.eq(x_valid & (x_drop != 0) & (idle | (do_flush & flush_last))),
+            # the previous packet sends its (with the fill unit: first) flush beat.
+            start_drop.eq(x_valid & (x_drop != 0) & (idle | flush_done)),
             x_take.eq(do_stream | do_drop | start_drop),
             out_last.eq(Mux(ep_stream, x_last & ~spill & ~more_fill, ep_flush & flush_last)),
         ]
+        if max_pre:
+            do_pre = Signal()
+            m.d.comb += [
+                do_pre.eq(ep_pre & core_load),
+                core_beat.eq(do_pre | do_stream | do_flush),
+            ]
+        else:
+            m.d.comb += core_beat.eq(do_stream | do_flush)
 
-        out_meta = meta_vector("out_meta")
+        out_meta = Signal(meta_bits)
         tail = Signal(len(TAIL_FLAGS))
         m.d.comb += [
-            out_meta.eq(v_meta),
+            out_meta.eq(v["meta"]),
             tail.eq(Mux(out_last, Mux(ep_stream, x_tail, c_tail), 0)),
         ]
         out_view = data.View(self.meta_layout, out_meta)
         for n, f in enumerate(TAIL_FLAGS):
             m.d.comb += out_view.flags[f].eq(tail[n])
 
+        # What is still due after this output beat.
+        after = {f: v[f] for f in ("s", "meta")}
+        if self.max_head:
+            after["head"] = v["head"] >> (8 * W)
+            after["hrem"] = less_a_beat(v["hrem"])
+        if max_fill:
+            after["frem"] = less_a_beat(v["frem"])
+
         with m.If(can_load):
-            m.d.sync += o_valid.eq(do_pre | do_stream | do_flush)
-        with m.If(do_pre | do_stream | do_flush):
+            m.d.sync += o_valid.eq(core_beat | do_fill if fill_unit else core_beat)
+        with m.If(core_beat):
             m.d.sync += [
                 o_data.eq(out_data), o_keep.eq(out_keep), o_last.eq(out_last),
-                o_meta.eq(out_meta),
-                c_s.eq(v_s), c_meta.eq(v_meta), c_prev_keep.eq(v_prev_keep),
-                c_head.eq(v_head >> (8 * W)),
-                c_hrem.eq(Mux(v_hrem > W, v_hrem - W, 0)),
-                c_frem.eq(Mux(v_frem > W, v_frem - W, 0)),
+                o_meta.eq(out_meta), c_prev_keep.eq(v_prev_keep),
             ]
-        with m.If(do_pre):
-            m.d.sync += c_pre.eq(v_pre - 1)
-            with m.If(v_pre == 1):
-                m.d.sync += phase.eq(Phase.STREAM)
-            with m.Else():
-                m.d.sync += phase.eq(Phase.PRE)
+            m.d.sync += [c[f].eq(after[f]) for f in after]
+        if max_pre:
+            with m.If(do_pre):
+                m.d.sync += c["pre"].eq(v["pre"] - 1)
+                with m.If(v["pre"] == 1):
+                    m.d.sync += phase.eq(Phase.STREAM)
+                with m.Else():
+                    m.d.sync += phase.eq(Phase.PRE)
         with m.If(do_stream):
-            m.d.sync += [c_prev_data.eq(x_data), c_prev_keep.eq(x_keep), c_pre.eq(0)]
+            m.d.sync += [c_prev_data.eq(x_data), c_prev_keep.eq(x_keep)]
+            if max_pre:
+                m.d.sync += c["pre"].eq(0)
             with m.If(x_last):
                 m.d.sync += c_tail.eq(x_tail)
-                with m.If(spill | more_fill):
+                # With the fill unit, a flush beat is due only for spilled bytes.
+                with m.If(spill if fill_unit else spill | more_fill):
                     m.d.sync += phase.eq(Phase.FLUSH)
                 with m.Else():
                     m.d.sync += phase.eq(Phase.IDLE)
@@ -364,7 +399,7 @@ class Realigner(wiring.Component):
                 m.d.sync += phase.eq(Phase.STREAM)
         with m.If(do_flush):
             m.d.sync += c_prev_keep.eq(0)  # the spilled bytes go out once
-            with m.If(flush_last):
+            with m.If(flush_done):
                 m.d.sync += phase.eq(Phase.IDLE)
         with m.If(do_drop):
             m.d.sync += [c_prev_data.eq(x_data), c_prev_keep.eq(x_keep), c_drop.eq(c_drop - 1)]
@@ -377,11 +412,9 @@ class Realigner(wiring.Component):
             with m.Elif(c_drop == 1):
                 m.d.sync += phase.eq(Phase.STREAM)
         with m.If(start_drop):  # after the flush assignments: a later assignment wins
-            m.d.sync += [
-                c_s.eq(x_s), c_pre.eq(0), c_drop.eq(x_drop - 1), c_head.eq(x_head),
-                c_hrem.eq(x_hrem), c_frem.eq(x_frem), c_meta.eq(x_meta),
-                c_prev_data.eq(x_data), c_prev_keep.eq(x_keep),
-            ]
+            # (x_pre is 0 here: a packet with dropped beats has no pure-head beats.)
+            m.d.sync += [c[f].eq(x[f]) for f in shapes]
+            m.d.sync += [c_drop.eq(x_drop - 1), c_prev_data.eq(x_data), c_prev_keep.eq(x_keep)]
             with m.If(x_last):
                 m.d.sync += [c_tail.eq(x_tail), phase.eq(Phase.FLUSH)]
                 with m.If(x_drop != 1):
@@ -390,6 +423,49 @@ class Realigner(wiring.Component):
                 m.d.sync += phase.eq(Phase.STREAM)
             with m.Else():
                 m.d.sync += phase.eq(Phase.DROP)
+
+        if not fill_unit:
+            return m
+
+        # ---- the fill unit: head and padding past a packet's last window bytes --------------
+        # It takes over from the core beat that sends the packet's last window bytes, so the
+        # core is free to take the next packet's dropped beats while the fill goes out. Its
+        # beats carry the metadata already in the output register, with the tail flags added
+        # on the last one.
+        to_fill = Signal()
+        m.d.comb += to_fill.eq(more_fill & (do_flush | (do_stream & x_last & ~spill)))
+        f_frem = Signal(range(max_fill - W + 1))
+        f_tail = Signal(len(TAIL_FLAGS))
+        f_last = Signal()
+        f_keep = Signal(W)
+        m.d.comb += [
+            do_fill.eq(f_valid & can_load),
+            f_last.eq(f_frem <= W),
+            f_keep.eq(prefix_mask(lanes(f_frem), 1)),
+        ]
+        fill_data = Const(0, 8 * W)
+        if self.max_head > W:  # a head longer than a beat can outlast a runt's window bytes
+            f_head = Signal(8 * (head_bytes - W))
+            f_hrem = Signal(range(self.max_head - W + 1))
+            fill_data = Signal(8 * W)
+            m.d.comb += fill_data.eq(f_head[:8 * W] & prefix_mask(lanes(f_hrem), 8))
+            with m.If(to_fill):
+                m.d.sync += [f_head.eq(after["head"]), f_hrem.eq(after["hrem"])]
+            with m.Elif(do_fill):
+                m.d.sync += [f_head.eq(f_head >> (8 * W)), f_hrem.eq(less_a_beat(f_hrem))]
+        o_view = data.View(self.meta_layout, o_meta)
+        with m.If(to_fill):
+            m.d.sync += [
+                f_valid.eq(1), f_frem.eq(after["frem"]),
+                f_tail.eq(Mux(ep_stream, x_tail, c_tail)),
+            ]
+        with m.Elif(do_fill):
+            m.d.sync += [
+                o_data.eq(fill_data), o_keep.eq(f_keep), o_last.eq(f_last),
+                f_valid.eq(~f_last), f_frem.eq(less_a_beat(f_frem)),
+            ]
+            with m.If(f_last):
+                m.d.sync += [o_view.flags[f].eq(f_tail[n]) for n, f in enumerate(TAIL_FLAGS)]
         return m
 
 

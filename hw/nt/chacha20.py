@@ -261,7 +261,7 @@ class ChaCha20Task(NetworkTask):
         # Which word of the current keystream block the next beat uses. At 512 bits a beat is a
         # whole block (R_ == 1): there is no word to count, and a `range(1)` signal would be
         # zero bits wide (Verilog `[-1:0]`), so the counter is the constant 0 instead.
-        in_word = Signal(range(R_)) if R_ > 1 else Const(0)
+        in_word = Signal(range(R_), name="in_word") if R_ > 1 else Const(0)
         in_counter = Signal(32, init=1)
         in_encrypt = Signal()
         in_drop = Signal()
@@ -322,7 +322,7 @@ class ChaCha20Task(NetworkTask):
         hb = head.beat
         out_first = Signal(init=1)
         out_beat = Signal(beat_bits)
-        out_word = Signal(range(R_)) if R_ > 1 else Const(0)     # see in_word
+        out_word = Signal(range(R_), name="out_word") if R_ > 1 else Const(0)  # see in_word
         q_out = Signal(beat_bits)
         r_out = Signal(range(nbytes))
         index_out = Signal(beat_bits)

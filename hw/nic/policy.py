@@ -11,11 +11,10 @@ updates on the cycle a decision is taken. The Python model of the same decisions
   modulo 2**48 (the sign of the difference), so they may wrap.
 * ``rr``: one packet per eligible tenant in turn.
 * ``drr``: deficit round robin by bytes (Shreedhar and Varghese, SIGCOMM 1995), interleaved:
-  every eligible tenant with a positive deficit sends one packet in turn (so one tenant's
-  packets need not go back to back, which the one-cycle candidate refresh could not sustain);
-  when none has credit left, a new round adds each eligible tenant's quantum. Deficits may go
-  negative by less than one packet, which the next round repays, so byte shares follow the
-  quanta over any long run.
+  every eligible tenant with a positive deficit sends one packet in turn (tenants interleave
+  packet by packet; a tenant alone still sends one a cycle); when none has credit left, a new
+  round adds each eligible tenant's quantum. Deficits may go negative by less than one packet,
+  which the next round repays, so byte shares follow the quanta over any long run.
 * ``fifo``: arrival order over all queues (the baseline, with its head-of-line blocking).
 """
 

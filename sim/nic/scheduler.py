@@ -1,10 +1,12 @@
 """Model of the tenant scheduler's decisions, and the ideal shares benchmarks compare against.
 
 :class:`SchedulerModel` replays the hardware's decision trace (``TenantScheduler.trace``): each
-record gives the masks the pick saw (eligible, stale, backlogged) and every tenant's candidate
-packet; the model, holding its own policy state (DRF tags and virtual time, round-robin and
-DRR pointers, deficits), says which tenant must go and updates its state. Eligibility itself
-(room, online, commits) is checked by the testbench against the region signals it drives.
+record gives the masks the pick saw (eligible, backlogged) and every tenant's candidate
+packet, all of the record's own cycle (the candidates are combinational, never a cycle old, so
+a tenant may be picked on consecutive records); the model, holding its own policy state (DRF
+tags and virtual time, round-robin and DRR pointers, deficits), says which tenant must go and
+updates its state. Eligibility itself (room, online, commits) is checked by the testbench
+against the region signals it drives.
 
 :func:`drf_allocation` is weighted dominant resource fairness by progressive filling
 (Ghodsi et al., NSDI 2011) over the scheduler's three resources; :func:`expected_shares` gives
@@ -75,13 +77,13 @@ class SchedulerModel:
         return (dom * c.inv_weight(t)) >> 8
 
     def step(self, rec):
-        """Apply one trace record (a dict: ``decide``, ``eligible``, ``stale``, ``backlogged``
-        as lists of bools, ``cand`` as a list of dicts with ``beats``, ``bytes``, ``region``,
+        """Apply one trace record (a dict: ``decide``, ``eligible``, ``backlogged`` as lists of
+        bools, ``cand`` as a list of dicts with ``beats``, ``bytes``, ``region``,
         ``to_region``). Returns the tenant the policy picks, or ``None``; ``"any"`` for the
         fifo policy, whose arrival order the testbench checks on the output instead."""
         c = self.config
         T = c.tenants
-        el, stale, back, cand = rec["eligible"], rec["stale"], rec["backlogged"], rec["cand"]
+        el, back, cand = rec["eligible"], rec["backlogged"], rec["cand"]
         nxt = lambda i: 0 if i == T - 1 else i + 1  # noqa: E731
         # A tenant that starts a backlog starts at the virtual time (no credit for idling).
         for t in range(T):
@@ -100,13 +102,12 @@ class SchedulerModel:
             elif policy == "drr":
                 positive = [d > 0 for d in self.deficit]
                 credit = [e and p for e, p in zip(el, positive)]
-                waiting = any(s and b and p for s, b, p in zip(stale, back, positive))
                 a = _round_robin(credit, self.drr_ptr)
                 if a is not None:
                     pick = a
                     self.deficit[a] -= cand[a]["bytes"]
                     self.drr_ptr = nxt(a)
-                elif any(el) and not waiting:
+                elif any(el):
                     refilled = [d + c.tenant_quantum(t) for t, d in enumerate(self.deficit)]
                     b = _round_robin([e and r > 0 for e, r in zip(el, refilled)], self.drr_ptr)
                     for t in range(T):

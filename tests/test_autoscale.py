@@ -4,8 +4,9 @@ that applies every decision, so the next sample sees the new instance count."""
 import pytest
 
 from supernic.driver.autoscale import (
-    AutoScaleConfig, AutoScaler, ChainSample, ScaleIn, ScaleOut,
+    AutoScaleConfig, AutoScaler, ChainSample, Rebalance, ScaleIn, ScaleOut,
 )
+from supernic.driver.rebalance import balance, imbalance
 
 CONFIG = AutoScaleConfig(high_occupancy=64, low_throughput=10, low_occupancy=0, up_samples=2,
                          down_samples=4, cooldown_samples=3)
@@ -216,3 +217,174 @@ def test_sample_errors(build, message):
 def test_config_must_be_a_config():
     with pytest.raises(TypeError, match="Autoscaler config must be an AutoScaleConfig, not 3"):
         AutoScaler(3)
+
+
+# --- rebalancing ------------------------------------------------------------------------------
+#: Uneven entries (16 of them, the even ones heavier): dealt out in turn over two instances,
+#: the busiest carries 1.26 of the mean; a table by load evens them.
+UNEVEN = tuple(100 * (1 + (7 * i) % 9) + (400 if i % 2 == 0 else 0) for i in range(16))
+EVEN = (740,) * 16
+#: A window is three samples of either traffic.
+REBALANCE = AutoScaleConfig(high_occupancy=64, low_throughput=10, up_samples=2, down_samples=4,
+                            cooldown_samples=3, rebalance_beats=33_000,
+                            rebalance_above=1.04, rebalance_rearm=1.02)
+
+
+def in_turn(instances, size=16):
+    return tuple(instances[i % len(instances)] for i in range(size))
+
+
+class TableLoop(Loop):
+    """:class:`Loop` with flow tables: each sample carries the entries' loads (``traffic``)
+    and the table in effect; a scale decision deals the entries out in turn over the new
+    instances, as a driver does, and a rebalance commits its table (unless ``apply`` is
+    false: a table the driver could not commit)."""
+
+    def __init__(self, config=REBALANCE, apply=True, **kwargs):
+        super().__init__(config, **kwargs)
+        self.tables = {}
+        self.traffic = UNEVEN
+        self.apply = apply
+
+    def step(self, loads):
+        self.time += 1
+        samples = []
+        for key, instances in self.chains.items():
+            if set(self.tables.get(key, ())) != set(instances):
+                self.tables[key] = in_turn(instances)
+            base = sample(loads[key], instances, *key)
+            samples.append(ChainSample(*key, base.occupancy, base.throughput, base.drops,
+                                       tuple(instances), self.traffic, self.tables[key]))
+        decisions = self.scaler.step(samples, len(self.free), self.shares)
+        for decision in decisions:
+            key = (decision.tenant, decision.chain)
+            if isinstance(decision, Rebalance):
+                if self.apply:
+                    self.tables[key] = decision.table
+            elif isinstance(decision, ScaleOut):
+                self.chains[key].append(self.free.pop(0))
+            else:
+                self.chains[key].remove(decision.instance)
+                self.free.append(decision.instance)
+            self.log.append((self.time, decision))
+        return decisions
+
+
+def test_rebalance_once_the_new_instances_ran_a_window_after_a_scale_out():
+    loop = TableLoop()
+    loop.add(0, "web", share=2)
+    loop.run("high", 12)
+    # Scale-out at sample 2; samples 3, 4, 5 are the window of the two instances (a window
+    # of one instance has nothing to spread).
+    assert loop.times(ScaleOut) == [2] and loop.times(Rebalance) == [5]
+    decision = loop.log[-1][1]
+    assert decision.reason == "instances" and set(decision.table) == {0, 1}
+    assert decision.table == tuple(balance([3 * x for x in UNEVEN], [0, 1]))
+    assert decision.imbalance == pytest.approx(imbalance(UNEVEN, in_turn([0, 1]), [0, 1]))
+    assert decision.imbalance > 1.2 and decision.expected == pytest.approx(1.0)
+    assert loop.tables[(0, "web")] == decision.table
+
+
+def test_rebalance_after_a_scale_in_over_the_instances_left():
+    loop = TableLoop()
+    loop.add(0, "web", instances=3, share=4)
+    loop.run("idle", 10)
+    # The first window of a chain seen for the first time rebalances it (samples 1-3), the
+    # scale-in at 4 (down_samples) restarts the window: samples 5-7.
+    assert loop.times(ScaleIn) == [4] and loop.times(Rebalance) == [3, 7]
+    decision = loop.log[-1][1]
+    assert decision.reason == "instances" and set(decision.table) == {0, 1}
+    assert decision.table == tuple(balance([3 * x for x in UNEVEN], [0, 1]))
+
+
+def test_imbalance_above_the_threshold_rebalances_once_until_rearmed():
+    loop = TableLoop(apply=False)             # the table stays as it is: always imbalanced
+    loop.add(0, "web", instances=2, share=2)
+    loop.run("mid", 3)
+    assert loop.log[-1][1].reason == "instances" and loop.times(Rebalance) == [3]
+    loop.run("mid", 15)                       # disarmed: not applied, still imbalanced
+    assert loop.times(Rebalance) == [3]
+    loop.traffic = EVEN                       # a window at or below rebalance_rearm re-arms
+    loop.run("mid", 3)
+    loop.traffic = UNEVEN
+    loop.run("mid", 3)
+    assert loop.times(Rebalance) == [3, 24]
+    assert loop.log[-1][1].reason == "imbalance"
+    assert loop.log[-1][1].imbalance > REBALANCE.rebalance_above
+
+
+def test_imbalance_between_the_thresholds_does_not_rearm():
+    # With the entries in turn, instance 0 carries 1.03 of the mean: above rearm, below above.
+    slight = (1030, 970) * 8
+    config = AutoScaleConfig(high_occupancy=64, low_throughput=10, rebalance_beats=16_000,
+                             rebalance_above=1.04, rebalance_rearm=1.02)
+    loop = TableLoop(config, apply=False)
+    loop.add(0, "web", instances=2, share=2)
+    loop.traffic = tuple(2 * x for x in UNEVEN)
+    loop.run("mid", 2)
+    assert [d.reason for _, d in loop.log] == ["instances"]
+    loop.traffic = slight
+    table = loop.tables[(0, "web")]
+    assert config.rebalance_rearm < imbalance(slight, table, [0, 1]) < config.rebalance_above
+    loop.run("mid", 4)
+    loop.traffic = tuple(2 * x for x in UNEVEN)
+    loop.run("mid", 4)
+    assert [d.reason for _, d in loop.log] == ["instances"]
+
+
+def test_an_even_table_is_left_alone():
+    loop = TableLoop()
+    loop.traffic = EVEN
+    loop.add(0, "web", instances=2, share=2)
+    loop.run("mid", 30)
+    assert [d.reason for _, d in loop.log] == ["instances"]     # only the first window's
+
+
+def test_no_rebalance_without_entry_loads_with_one_instance_or_while_scaling():
+    loop = Loop(REBALANCE)                    # samples without entry loads
+    loop.add(0, "web", instances=2, share=2)
+    loop.run("mid", 20)
+    assert loop.log == []
+    loop = TableLoop()
+    loop.add(0, "web", share=1)
+    loop.run("high", 20)
+    assert loop.log == []
+    scaler = AutoScaler(AutoScaleConfig(high_occupancy=64, low_throughput=10, up_samples=1,
+                                        down_samples=1, rebalance_beats=1))
+    decisions = scaler.step([ChainSample(0, "web", 0, 0, 0, (0, 1), UNEVEN, in_turn([0, 1]))],
+                            0, {0: 2})
+    assert decisions == [ScaleIn(0, "web", 1)]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(rebalance_beats=0), "Autoscale rebalance_beats must be an integer of at least 1, not 0"),
+    (dict(rebalance_above=1), "Autoscale rebalance_above must be a number above 1, not 1"),
+    (dict(rebalance_above=True), "Autoscale rebalance_above must be a number above 1, not True"),
+    (dict(rebalance_above="2"), "Autoscale rebalance_above must be a number above 1, not '2'"),
+    (dict(rebalance_above=float("inf")),
+     "Autoscale rebalance_above must be a number above 1, not inf"),
+    (dict(rebalance_rearm=0.99), "Autoscale rebalance_rearm must be a number from 1 to below "
+                                 "rebalance_above (1.04), not 0.99"),
+    (dict(rebalance_rearm=1.04), "Autoscale rebalance_rearm must be a number from 1 to below "
+                                 "rebalance_above (1.04), not 1.04"),
+    (dict(rebalance_rearm=float("nan")), "Autoscale rebalance_rearm must be a number from 1 "
+                                         "to below rebalance_above (1.04), not nan"),
+])
+def test_rebalance_config_errors(kwargs, message):
+    with pytest.raises(ValueError) as info:
+        AutoScaleConfig(high_occupancy=8, low_throughput=1, **kwargs)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("loads, table, message", [
+    ((1, 2), None, "Sample entry_loads and table must be given both or neither, not (1, 2) and "
+                   "None"),
+    ("12", (0, 0), "Sample entry_loads must be a sequence, not '12'"),
+    ((1, 2), (0,), "Sample table must have one instance per entry load (2), not (0,)"),
+    ((1, -2), (0, 0), "Sample entry load must be a non-negative integer, not -2"),
+    ((1, 2), (0, 5), "Sample table entry must be one of the instances (0, 1), not 5"),
+])
+def test_rebalance_sample_errors(loads, table, message):
+    with pytest.raises(ValueError) as info:
+        ChainSample(0, "web", 0, 0, 0, (0, 1), loads, table)
+    assert str(info.value) == message

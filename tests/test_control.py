@@ -735,8 +735,8 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         assert snic(["migrate", "--tenant", "2", "--from", "3", "--to", "5",
                      "--socket", str(sock)]) == 0
         assert capsys.readouterr().out.strip() == (
-            "tenant 2: metered moved from region 3 to region 5 (606 state words) with traffic "
-            "flowing")
+            f"tenant 2: metered moved from region 3 to region 5 ({smap.words} state words) with "
+            "traffic flowing")
         assert nic.tables[2] == [5] * 16
         # To the Python model and back (the region suspended first).
         moved = dict(nic.states[(5, "metered")])

@@ -88,7 +88,7 @@ def test_nic_time_shares_a_region_between_two_tenants(nic_sim, tmp_path):
     assert [s["to"] for s in timed] == [3, 2, 3], result["switches"]
     assert all(s["done_at_input"] < result["packets_in"] for s in timed), result["switches"]
     shared = [result["tenants"][t] for t in ("2", "3")]
-    # Both ran (a held tenant's queue overflows while a switch moves two 606-word contexts
+    # Both ran (a held tenant's queue overflows while a switch moves two 612-word contexts
     # over cocotb's AXI4-Lite: those drops are counted and match the model), and their
     # configurations differ: the second meters harder.
     assert all(t["regions"] == [3] and t["delivered"] > 20 for t in shared), shared

@@ -23,11 +23,13 @@ resources with each tenant's own limits: half a port offered, its regions' time)
 
 ``scaling``: one tenant on the secure chain (region-bound), 1 to 4 instances: delivered beats a
 cycle for each count and the ratio to one instance (goal at least 0.95 x instances), first with
-the flow-table entries dealt out in turn, then after the control plane's load-aware
-rebalance (:mod:`supernic.driver.rebalance`) from the entries' loads in the first window; the
-reconfiguration time of loading the chain into each region; and the scale-out reaction time of
-the control loop (:mod:`supernic.driver.autoscale`) from overload to the new instance's first
-packet.
+the flow-table entries dealt out in turn; then with the auto-scaler's control loop
+(:mod:`supernic.driver.autoscale`) running from that table, once it has rebalanced on its own
+(``auto_efficiency``: the bench makes no rebalance call); then after the control plane's
+load-aware rebalance (:mod:`supernic.driver.rebalance`) from the entries' loads in the first
+window (``rebalanced_efficiency``); the reconfiguration time of loading the chain into each
+region; and the scale-out reaction time of the control loop from overload to the new
+instance's first packet.
 
 ``latency``: cycles from first beat in to first beat out through the idle NIC for 64-byte and
 1,500-byte packets on the web chain (3 NTs), against the same chain alone behind its parser
@@ -217,7 +219,8 @@ def scaling_bench(config, console, quick):
                 [tenant], "drf", instances=instances, window=4000 if quick else 12000,
                 warmup=2000 if quick else 4000, flows=flows,
                 window_one=4000 if quick else 60000,
-                pool_passes=0 if quick else 2, rebalance=True)}, module=MB_MODULE)
+                pool_passes=0 if quick else 2, rebalance=True, auto_passes=1,
+                auto_period=2000 if quick else 5000)}, module=MB_MODULE)
     one = got["points"][0]["beats_per_cycle"]
     figures["points"] = [{**p, "beats_per_cycle": round(p["beats_per_cycle"], 4),
                           "hash_bound": round(p["hash_bound"], 3),
@@ -226,12 +229,16 @@ def scaling_bench(config, console, quick):
                           # What the dispatch achieves of what these flows' hash split allows.
                           "of_bound": round(p["beats_per_cycle"] / one / p["instances"]
                                             / p["hash_bound"], 3),
-                          **_rebalanced(p, one)}
+                          **_rebalanced(p, one), **_auto(p, one)}
                          for p in got["points"]]
     figures["min_efficiency"] = min(p.get("rebalanced_efficiency", p["efficiency"])
                                     for p in figures["points"])
     figures["min_efficiency_in_turn"] = min(p["efficiency"] for p in figures["points"])
     figures["goal_met"] = figures["min_efficiency"] >= 0.95
+    # The auto-scaler alone: one instance has nothing to rebalance, so it counts as measured.
+    figures["min_auto_efficiency"] = min(p.get("auto_efficiency", p["efficiency"])
+                                         for p in figures["points"])
+    figures["auto_goal_met"] = figures["min_auto_efficiency"] >= 0.95
     figures["reconfig_cycles"] = got["reconfig_cycles"]
     for key in ("reaction",):
         if key in got:
@@ -251,16 +258,29 @@ def _rebalanced(point, one):
             "rebalanced_bound": round(point["rebalanced_bound"], 3)}
 
 
+def _auto(point, one):
+    """The figures of a point after the auto-scaler's own rebalance (if measured)."""
+    if "auto_beats_per_cycle" not in point:
+        return {}
+    rate = point["auto_beats_per_cycle"]
+    return {"auto_beats_per_cycle": round(rate, 4), "auto_speedup": round(rate / one, 3),
+            "auto_efficiency": round(rate / one / point["instances"], 3),
+            "auto_bound": round(point["auto_bound"], 3)}
+
+
 def scaling_show(result, console):
     from rich.table import Table
     table = Table(title=f"{result['chain']} chain, {result['size']}-byte packets, saturated")
     for col in ("instances", "speedup, entries in turn", "efficiency",
                 f"flow-hash bound ({result['flows']} flows)", "speedup, rebalanced",
-                "efficiency (goal >= 0.95)", "bound"):
+                "efficiency", "bound", "speedup, auto-scaler", "efficiency (goal >= 0.95)",
+                "bound"):
         table.add_column(col, justify="right")
     for p in result["points"]:
-        again = ([f"{p['rebalanced_speedup']:.2f}x", f"{p['rebalanced_efficiency']:.3f}",
-                  f"{p['rebalanced_bound']:.3f}"] if "rebalanced_speedup" in p else ["-"] * 3)
+        again = []
+        for kind in ("rebalanced", "auto"):
+            again += ([f"{p[f'{kind}_speedup']:.2f}x", f"{p[f'{kind}_efficiency']:.3f}",
+                       f"{p[f'{kind}_bound']:.3f}"] if f"{kind}_speedup" in p else ["-"] * 3)
         table.add_row(str(p["instances"]), f"{p['speedup']:.2f}x", f"{p['efficiency']:.3f}",
                       f"{p['hash_bound']:.3f}", *again)
     console.print(table)
@@ -292,10 +312,36 @@ def latency_bench(config, console, quick):
                 "nic_latency_cycles": nic, "nic_latency_max": max(got["samples"]),
                 "chain_alone_latency_cycles": ref["latency_cycles"],
                 "added_cycles": nic - ref["latency_cycles"]}
+        status.update("64-byte packets: every tenant backlogged, then one tenant alone...")
+        figures.update(_throughput_64B(sim, log, quick))
     figures["added_cycles_64B"] = figures["sizes"]["64B"]["added_cycles"]
     figures["goal_met"] = figures["added_cycles_64B"] <= 16
     figures["seconds"] = round(time.monotonic() - t0, 1)
     return figures
+
+
+def _throughput_64B(sim, log, quick):
+    """Packets a cycle out of the NIC's one dispatch path and egress with 64-byte (one-beat)
+    frames: four web tenants, two on each port, every port flooding (aggregate), then one
+    tenant alone on port 0 spread over all four regions (so no region is the limit)."""
+    window, warmup = (4000, 2000) if quick else (20000, 4000)
+    out = {}
+    runs = {
+        "aggregate": [{"id": t, "name": f"t{t}", "chain": "web", "regions": [t], "size": 64,
+                       "port": t // 2, "delivered_only": True} for t in range(4)],
+        "one_tenant": [{"id": 0, "name": "alone", "chain": "web", "regions": [0, 1, 2, 3],
+                        "size": 64, "port": 0, "delivered_only": True}],
+    }
+    for name, tenants in runs.items():
+        with quiet_fds(log):
+            got = run_bench(sim, "shares", {"SNIC_SCENARIO": _scenario(
+                tenants, "drf", loads={"2": "web"}, calibrate=False, warmup=warmup,
+                window=window)}, module=MB_MODULE)
+        usage = [got["usage"][str(t["id"])] for t in tenants]
+        out[f"{name}_64B_packets_per_cycle"] = round(
+            sum(u["delivered_packets"] for u in usage) / got["cycles"], 4)
+        out[f"{name}_64B_dispatched_per_cycle"] = round(sum(u["ingress"] for u in usage), 4)
+    return out
 
 
 def latency_show(result, console):
@@ -307,3 +353,8 @@ def latency_show(result, console):
         table.add_row(size, str(r["nic_latency_cycles"]), str(r["chain_alone_latency_cycles"]),
                       str(r["added_cycles"]))
     console.print(table)
+    for name in ("aggregate", "one_tenant"):
+        key = f"{name}_64B_packets_per_cycle"
+        if key in result:
+            console.print(f"64-byte packets a cycle out, {name.replace('_', ' ')}: "
+                          f"{result[key]}")

@@ -309,7 +309,8 @@ async def _calibrate(nic, tenants, cycles):
 @cocotb.test()
 async def scaling(dut):
     """One tenant on a region-bound chain with 1..k instances: delivered beats a cycle for each
-    count, then the scale-out reaction of the control loop."""
+    count (with the entries in turn; with the auto-scaler's loop running, once it rebalanced;
+    after the control plane's rebalance), then the scale-out reaction of the control loop."""
     design, shape = _design()
     scenario = json.loads(os.environ["SNIC_SCENARIO"])
     tenants = _tenants(scenario)
@@ -321,6 +322,7 @@ async def scaling(dut):
     for r in scenario["instances"]:
         reconfig[r] = await nic.load(r, chain)
     points = []
+    scaler = None
     for k in range(1, len(scenario["instances"]) + 1):
         tenant["regions"] = scenario["instances"][:k]
         await nic.deploy([tenant], scenario["policy"])
@@ -329,6 +331,8 @@ async def scaling(dut):
         source = SaturatingSource(dut, shape, pool)
         task = cocotb.start_soon(source.run())
         pool_beats = sum(len(f) for f in pool[tenant["port"]][0][1])
+        if k == 1 and scenario.get("auto_passes"):
+            scaler = _scaler(shape, round(scenario["auto_passes"] * pool_beats))
         warmup, window = scenario.get("warmup", 4000), scenario.get("window", 12000)
         if k == 1:
             # The baseline every point divides by: long enough that one packet more or less
@@ -345,19 +349,22 @@ async def scaling(dut):
         i = tenant["id"]
         per_packet = -(-tenant["size"] // shape.beat_bytes)
 
-        async def measure(cycles):
+        async def measure(cycles, loop=None):
             """Delivered beats and cycles over a window: ``cycles`` long, or with passes over
             the pool, until that many passes of beats were dispatched (so every flow counts
             equally often: the instances' loads are the pool's split, and so are the
-            entries' loads a rebalance reads)."""
+            entries' loads a rebalance reads). With ``loop`` (an :class:`_AutoScaling`), its
+            samples and decisions go on throughout."""
+            async def wait(cycles):
+                await (loop.run_for(cycles) if loop else ClockCycles(dut.clk, cycles))
             before = await _usage(nic, [tenant])
             if k > 1 and scenario.get("pool_passes"):
                 start = before[i]["dispatched_beats"]
                 target = scenario["pool_passes"] * pool_beats
                 while await nic.read("scheduler", f"t{i}_dispatched_beats") - start < target:
-                    await ClockCycles(dut.clk, 500)
+                    await wait(500)
             else:
-                await ClockCycles(dut.clk, cycles)
+                await wait(cycles)
             after = await _usage(nic, [tenant])
             return (after[i]["delivered"] - before[i]["delivered"]) * per_packet, \
                 after["cycle"] - before["cycle"]
@@ -365,10 +372,25 @@ async def scaling(dut):
         beats, cycles = await measure(window)
         point = {"instances": k, "beats_per_cycle": beats / cycles, "window": cycles,
                  "hash_bound": _hash_bound(hashes, k, size)}
+        loads_after = await read_loads(_reader(nic), _writer(nic), i, size)
+        if k > 1 and scaler is not None:
+            # The auto-scaler alone, from the entries in turn (the table this scale-out to k
+            # instances dealt): its own loop samples the counters, decides when and how to
+            # rebalance, and commits; the bench only measures once it did.
+            loop = _AutoScaling(nic, scaler, tenant, size, scenario.get("auto_period", 5000), k)
+            await loop.start()
+            limit = nic.dut_cycles() + 8 * round(pool_beats / points[0]["beats_per_cycle"] / k)
+            while not loop.rebalances and nic.dut_cycles() < limit:
+                await loop.run_for(500)
+            await loop.run_for(warmup // 2)
+            beats, cycles = await measure(window, loop)
+            point["auto_beats_per_cycle"] = beats / cycles
+            point["auto_window"] = cycles
+            point["auto_rebalances"] = loop.rebalances
+            point["auto_bound"] = _table_bound(hashes, loop.table, size)
         if k > 1 and scenario.get("rebalance"):
             # The control plane's load-aware table (sw/driver/rebalance.py), from the loads
-            # the entries carried in the window just measured, then the same measurement.
-            loads_after = await read_loads(_reader(nic), _writer(nic), i, size)
+            # the entries carried in the in-turn window, then the same measurement.
             table = balanced_table(loads_before, loads_after, tenant["regions"])
             await nic.set_table(i, tenant["regions"], table)
             await ClockCycles(dut.clk, warmup // 2)
@@ -382,6 +404,73 @@ async def scaling(dut):
         await ClockCycles(dut.clk, 3000)   # drain before the table changes
     reaction = await _scale_out_reaction(dut, nic, shape, tenant, scenario)
     _write_result({"points": points, "reconfig_cycles": reconfig, "reaction": reaction})
+
+
+def _scaler(shape, window_beats):
+    """The control loop's policy: scaling as in :func:`_scale_out_reaction`, rebalancing over
+    measuring windows of ``window_beats`` (the bench gives a whole pass over the pool, so every
+    flow counts about once) with the default thresholds."""
+    from supernic.driver.autoscale import AutoScaleConfig, AutoScaler
+    return AutoScaler(AutoScaleConfig(high_occupancy=4 * shape.header_beats, low_throughput=1,
+                                      up_samples=2, rebalance_beats=window_beats))
+
+
+class _AutoScaling:
+    """The auto-scaler's control loop on the bench NIC for a tenant on its ``share`` regions
+    (so it never scales out here): every ``period`` cycles one
+    :class:`~supernic.driver.autoscale.ChainSample` (the tenant's counters, each flow-table
+    entry's load, the table in effect) into :meth:`AutoScaler.step`; a ``Rebalance`` is
+    committed through :meth:`Nic.set_table`, the commit that holds the tenant until its
+    packets in flight have left, so no flow reorders."""
+
+    def __init__(self, nic, scaler, tenant, table_size, period, share):
+        self.nic, self.scaler, self.tenant = nic, scaler, tenant
+        self.table_size, self.period, self.share = table_size, period, share
+        regions = tenant["regions"]
+        self.table = [regions[e % len(regions)] for e in range(table_size)]
+        self.rebalances = []
+        self.started = None
+
+    async def _counters(self):
+        i, nic = self.tenant["id"], self.nic
+        return {"dispatched": await nic.read("scheduler", f"t{i}_dispatched_beats"),
+                "drops": await nic.read("scheduler", f"t{i}_queue_drops"),
+                "entries": await read_loads(_reader(nic), _writer(nic), i, self.table_size)}
+
+    async def start(self):
+        self.last = await self._counters()
+        self.started = self.next = self.nic.dut_cycles()
+        self.next += self.period
+
+    async def run_for(self, cycles):
+        """Let ``cycles`` pass, sampling (and acting) whenever a period is up."""
+        from supernic.driver.autoscale import ChainSample, Rebalance
+        from supernic.driver.rebalance import entry_loads
+        nic, i = self.nic, self.tenant["id"]
+        end = nic.dut_cycles() + cycles
+        while nic.dut_cycles() < end:
+            await ClockCycles(nic.dut.clk, max(1, min(end, self.next) - nic.dut_cycles()))
+            if nic.dut_cycles() < self.next:
+                continue
+            occupancy = await nic.read("scheduler", f"t{i}_backlog_beats")
+            now = await self._counters()
+            sample = ChainSample(i, self.tenant["chain"].name, occupancy,
+                                 now["dispatched"] - self.last["dispatched"],
+                                 now["drops"] - self.last["drops"],
+                                 tuple(self.tenant["regions"]),
+                                 tuple(entry_loads(self.last["entries"], now["entries"])),
+                                 tuple(self.table))
+            self.last = now
+            self.next = nic.dut_cycles() + self.period
+            for decision in self.scaler.step([sample], 0, {i: self.share}):
+                if not isinstance(decision, Rebalance):
+                    raise AssertionError(f"the tenant holds its share, yet {decision}")
+                await nic.set_table(i, self.tenant["regions"], list(decision.table))
+                self.table = list(decision.table)
+                self.rebalances.append({
+                    "reason": decision.reason, "cycles": nic.dut_cycles() - self.started,
+                    "imbalance": round(decision.imbalance, 4),
+                    "expected": round(decision.expected, 4)})
 
 
 def _reader(nic):

@@ -1,7 +1,9 @@
-"""When to give a tenant's chain one more instance (a region) or take one away.
+"""When to give a tenant's chain one more instance (a region) or take one away, and when to
+spread its flow table again.
 
 A pure policy: :meth:`AutoScaler.step` takes one period's samples, one per running
-(tenant, chain), and returns decisions; applying them (loading a region, draining one) is the
+(tenant, chain), and returns decisions; applying them (loading a region, draining one,
+committing a table: :meth:`~supernic.driver.control.ControlPlane.apply_rebalance`) is the
 caller's job, and the next samples show the result.
 
 * Overloaded: queued beats above ``high_occupancy`` or any drops in the period. After
@@ -23,13 +25,37 @@ up_samples`` samples until it reaches its share.
 When free regions are fewer than the chains ready to scale out, the tenant with the fewest
 instances relative to its share goes first (then the lower tenant id; within a tenant the chain
 with fewer instances, then by name), the same smallest-share-first order as the allocation.
+
+Rebalancing (:mod:`.rebalance`): a sample may carry the beats each of the tenant's flow-table
+entries carried in the period and the table in effect (the instance of each entry). The
+policy adds the entries' loads up over a measuring window of at least ``rebalance_beats``
+beats, and at the window's end judges the table by its imbalance (the busiest instance's load
+over the mean, 1.0 even). An entry's load is what its flows sent, whichever instance served
+them, so a window stays valid across a table change made behind the policy's back. It decides
+a :class:`Rebalance`, the table dealing the window's loads out heaviest first:
+
+* after every change of the chain's instances (a scale-out or scale-in done, or a chain seen
+  for the first time), once the new instances have run for a whole window: the table the
+  caller made for them spreads entries by number, not by load;
+* when the imbalance is above ``rebalance_above``. Then the trigger is disarmed until a
+  window measures ``rebalance_rearm`` or less (a Schmitt trigger): a table that the best
+  rebalance cannot make even (a few flows heavier than the rest) is not rebalanced again
+  window after window, each time holding the tenant for the commit, and a load near the
+  threshold does not flap. A change of instances re-arms it.
+
+Each window is judged once and the next starts empty; a chain given a scale decision in the
+same step is not rebalanced (its instances are about to change). With one instance there is
+nothing to spread.
 """
 
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Rational
 
-__all__ = ["AutoScaleConfig", "ChainSample", "ScaleOut", "ScaleIn", "AutoScaler"]
+from .rebalance import balance, imbalance
+
+__all__ = ["AutoScaleConfig", "ChainSample", "ScaleOut", "ScaleIn", "Rebalance",
+           "AutoScaler"]
 
 
 def _check_count(thing, value, low=0):
@@ -39,16 +65,27 @@ def _check_count(thing, value, low=0):
     return value
 
 
+def _is_number(value):
+    return (not isinstance(value, bool) and isinstance(value, (Rational, float))
+            and -float("inf") < value < float("inf"))
+
+
 @dataclass(frozen=True)
 class AutoScaleConfig:
     """Thresholds of the policy; occupancy is in beats queued, throughput in beats dispatched
-    per sample period and per instance."""
+    per sample period and per instance. ``rebalance_beats``: the beats a measuring window of
+    the entries' loads counts at least; ``rebalance_above`` and ``rebalance_rearm``: the
+    imbalance that triggers a rebalance and the one that re-arms the trigger (see the module
+    docstring). At 1.04 the busiest instance sets the pace at 1 / 1.04 = 0.96 of linear."""
     high_occupancy: int
     low_throughput: object
     low_occupancy: int = 0
     up_samples: int = 3
     down_samples: int = 10
     cooldown_samples: int = 5
+    rebalance_beats: int = 1 << 16
+    rebalance_above: object = 1.04
+    rebalance_rearm: object = 1.02
 
     def __post_init__(self):
         _check_count("Autoscale high_occupancy", self.high_occupancy)
@@ -64,19 +101,32 @@ class AutoScaleConfig:
         _check_count("Autoscale up_samples", self.up_samples, low=1)
         _check_count("Autoscale down_samples", self.down_samples, low=1)
         _check_count("Autoscale cooldown_samples", self.cooldown_samples)
+        _check_count("Autoscale rebalance_beats", self.rebalance_beats, low=1)
+        if not _is_number(self.rebalance_above) or not self.rebalance_above > 1:
+            raise ValueError(f"Autoscale rebalance_above must be a number above 1, "
+                             f"not {self.rebalance_above!r}")
+        if not _is_number(self.rebalance_rearm) \
+                or not 1 <= self.rebalance_rearm < self.rebalance_above:
+            raise ValueError(f"Autoscale rebalance_rearm must be a number from 1 to below "
+                             f"rebalance_above ({self.rebalance_above}), "
+                             f"not {self.rebalance_rearm!r}")
 
 
 @dataclass(frozen=True)
 class ChainSample:
     """One period of one (tenant, chain): ``occupancy`` beats queued now, ``throughput`` beats
     dispatched and ``drops`` packets dropped since the last sample, and the ids of the
-    ``instances`` it runs on (regions, say), oldest first."""
+    ``instances`` it runs on (regions, say), oldest first. For rebalancing, optionally:
+    ``entry_loads``, the beats each of the tenant's flow-table entries carried since the last
+    sample, and ``table``, the instance each entry dispatches to now (both or neither)."""
     tenant: int
     chain: str
     occupancy: int
     throughput: int
     drops: int
     instances: tuple
+    entry_loads: tuple = None
+    table: tuple = None
 
     def __post_init__(self):
         _check_count("Sample tenant", self.tenant)
@@ -91,6 +141,25 @@ class ChainSample:
         if len(set(instances)) != len(instances):
             raise ValueError(f"Sample instances must be distinct, not {self.instances!r}")
         object.__setattr__(self, "instances", instances)
+        if (self.entry_loads is None) != (self.table is None):
+            raise ValueError(f"Sample entry_loads and table must be given both or neither, "
+                             f"not {self.entry_loads!r} and {self.table!r}")
+        if self.entry_loads is None:
+            return
+        for name in ("entry_loads", "table"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                raise ValueError(f"Sample {name} must be a sequence, not {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if not self.table or len(self.table) != len(self.entry_loads):
+            raise ValueError(f"Sample table must have one instance per entry load "
+                             f"({len(self.entry_loads)}), not {self.table!r}")
+        for load in self.entry_loads:
+            _check_count("Sample entry load", load)
+        for instance in self.table:
+            if instance not in instances:
+                raise ValueError(f"Sample table entry must be one of the instances "
+                                 f"{instances!r}, not {instance!r}")
 
     @property
     def key(self):
@@ -112,13 +181,31 @@ class ScaleIn:
     instance: object
 
 
+@dataclass(frozen=True)
+class Rebalance:
+    """Commit ``table`` (one instance per flow-table entry) for ``chain`` of ``tenant``.
+    ``reason``: ``"instances"`` (the first window after its instances changed) or
+    ``"imbalance"``; ``imbalance``: the busiest instance's load over the mean in the window
+    with the table in effect, ``expected``: the same with ``table``."""
+    tenant: int
+    chain: str
+    table: tuple
+    reason: str
+    imbalance: float
+    expected: float
+
+
 class _ChainState:
-    __slots__ = ("overloaded", "idle", "cooldown")
+    __slots__ = ("overloaded", "idle", "cooldown", "instances", "changed", "armed", "window")
 
     def __init__(self):
         self.overloaded = 0     # overloaded samples in a row
         self.idle = 0           # idle samples in a row
         self.cooldown = 0       # samples still to ignore after a decision
+        self.instances = None   # the instances of the last sample
+        self.changed = False    # the instances changed since the last rebalance
+        self.armed = True       # an imbalance above rebalance_above rebalances
+        self.window = None      # the entries' loads summed over the measuring window
 
 
 class AutoScaler:
@@ -145,8 +232,8 @@ class AutoScaler:
     def step(self, samples, free_regions, shares):
         """Feed one period: ``samples`` has one :class:`ChainSample` per running chain,
         ``free_regions`` is how many regions are free, ``shares`` maps each sampled tenant to
-        the most instances it may hold. Returns a list of :class:`ScaleIn` then
-        :class:`ScaleOut` decisions."""
+        the most instances it may hold. Returns a list of :class:`ScaleIn`, then
+        :class:`ScaleOut`, then :class:`Rebalance` decisions."""
         _check_count("Free regions", free_regions)
         samples = tuple(samples)
         seen = set()
@@ -192,7 +279,48 @@ class AutoScaler:
             held[chosen.tenant] += 1
             free -= 1
             self._acted(chosen.key)
-        return scale_in + scale_out
+
+        scaled = {(d.tenant, d.chain) for d in scale_in + scale_out}
+        rebalance = []
+        for sample in sorted(samples, key=lambda sample: sample.key):
+            decision = self._window(sample, sample.key in scaled)
+            if decision is not None:
+                rebalance.append(decision)
+        return scale_in + scale_out + rebalance
+
+    def _window(self, sample, scaling):
+        """Add ``sample``'s entry loads to its chain's measuring window; at the window's end,
+        a :class:`Rebalance` or ``None`` (see the module docstring)."""
+        state = self._chains[sample.key]
+        if sample.instances != state.instances:
+            state.instances = sample.instances
+            state.changed, state.armed, state.window = True, True, None
+        if sample.entry_loads is None or scaling:
+            state.window = None
+            return None
+        if state.window is None or len(state.window) != len(sample.entry_loads):
+            state.window = [0] * len(sample.entry_loads)
+        for i, load in enumerate(sample.entry_loads):
+            state.window[i] += load
+        if sum(state.window) < self.config.rebalance_beats:
+            return None
+        loads, state.window = state.window, None
+        if len(sample.instances) < 2:
+            state.changed = False
+            return None
+        measured = imbalance(loads, sample.table, sample.instances)
+        if state.changed:
+            reason = "instances"
+        elif state.armed and measured > self.config.rebalance_above:
+            reason = "imbalance"
+        else:
+            if measured <= self.config.rebalance_rearm:
+                state.armed = True
+            return None
+        table = tuple(balance(loads, sample.instances))
+        state.changed = state.armed = False
+        return Rebalance(sample.tenant, sample.chain, table, reason, measured,
+                         imbalance(loads, table, sample.instances))
 
     def _acted(self, key):
         state = self._chains[key]

@@ -3,6 +3,8 @@
     plane = ControlPlane(bus, description, state_path=..., wait=...)
     record = await plane.deploy("chains/web.toml", tenant=0, instances=2, weight=1)
     await plane.migrate(0, source=1, target=3)      # live, with its state (nic.yieldable)
+    sample, counters = await plane.sample(0, counters)   # for the auto-scaler (autoscale.py)
+    await plane.apply_rebalance(decision)           # its Rebalance: the table committed
     await plane.undeploy(0)
 
 ``description`` is the design JSON (:func:`supernic.hw.generate.design_description`, which the
@@ -14,7 +16,8 @@ Every operation first reads the hardware again, so several CLI invocations, or a
 driver, see the same state: ``scheduler.tenant_enable`` (which tenants take packets) and, per
 region, ``active`` (the personality loaded). The flow tables and classifier slots are write-only
 (the hardware has no read-back path for them), so what the hardware cannot say, the tenant's
-chain, regions, keys and weight, is kept in a small JSON state file next to the device socket.
+chain, regions, keys and weight (and its flow table, once a rebalance committed one), is kept
+in a small JSON state file next to the device socket.
 The hardware wins when the two disagree:
 
 * a record whose tenant is disabled is stale (a deploy or undeploy was interrupted) and is
@@ -92,7 +95,8 @@ class ControlTimeout(ControlError):
 @dataclass(frozen=True)
 class TenantRecord:
     """A deployed tenant: its chain (by name and spec file), the regions hosting it, its keys
-    and weight."""
+    and weight, and its flow table when a rebalance committed one (``table``, one region per
+    entry; empty: the entries dealt out over ``regions`` in turn, as a deploy writes them)."""
     tenant: int
     chain: str
     source: str
@@ -103,11 +107,12 @@ class TenantRecord:
     # A chain split over linked regions (hw/nic/link.py): regions[i] runs its primary part,
     # branches[i] its secondary branches.
     branches: tuple = ()
+    table: tuple = ()
 
     def to_json(self):
         out = asdict(self)
         out["regions"], out["keys"] = list(self.regions), list(self.keys)
-        out["branches"] = list(self.branches)
+        out["branches"], out["table"] = list(self.branches), list(self.table)
         return out
 
     @classmethod
@@ -115,7 +120,8 @@ class TenantRecord:
         return cls(int(raw["tenant"]), str(raw["chain"]), str(raw["source"]),
                    tuple(int(r) for r in raw["regions"]), tuple(int(k) for k in raw["keys"]),
                    raw.get("weight", 1), int(raw.get("build_id", 0)),
-                   tuple(int(r) for r in raw.get("branches", ())))
+                   tuple(int(r) for r in raw.get("branches", ())),
+                   tuple(int(r) for r in raw.get("table", ())))
 
     def placements(self):
         """``[(region, personality name)]`` of every region the tenant holds."""
@@ -772,6 +778,43 @@ class ControlPlane:
         await self._run(plan)
 
     # --- load-aware flow tables -----------------------------------------------------------------
+    def _deployed_record(self, tenant):
+        record = self.deployed.get(tenant)
+        if record is None:
+            raise DeployRefused(f"tenant {tenant!r} is not deployed (deployed tenants: "
+                                f"{sorted(self.deployed) or 'none'})")
+        return record
+
+    def _check_load_counters(self):
+        if ("scheduler", "bucket_beats") not in self._regs:
+            raise DeployRefused("this build's scheduler does not count load per flow-table "
+                                "entry (scheduler 1.2)")
+
+    async def _entry_counters(self, tenant):
+        from .rebalance import read_loads
+        return await read_loads(lambda reg: self.read("scheduler", reg),
+                                lambda reg, v: self._raw_write("scheduler", reg, v),
+                                tenant, self.table_size)
+
+    def flow_table(self, tenant):
+        """The flow table in effect for deployed ``tenant`` (one region per entry): the one a
+        rebalance committed, or, once a deploy or a migration wrote the entries in turn over
+        the record's regions, that one."""
+        record = self._deployed_record(tenant)
+        regions = list(record.regions)
+        if len(record.table) == self.table_size and set(record.table) <= set(regions):
+            return list(record.table)
+        return [regions[i % len(regions)] for i in range(self.table_size)]
+
+    async def _commit_table(self, record, table):
+        """Write and commit ``record``'s tenant's ``table`` (the tenant is held until its
+        packets in flight have left, so no flow reorders) and keep it in the record."""
+        await self._run(self._table_entry_writes(record.tenant, table))
+        after = dict(self.deployed)
+        after[record.tenant] = replace(record, table=tuple(table))
+        self._save_records(after)
+        self.deployed = after
+
     async def rebalance(self, tenant, measure=None):
         """Spread ``tenant``'s flow-table entries over its instances by the load each carried
         while ``measure()`` ran (an async callable letting traffic flow; default one
@@ -780,32 +823,76 @@ class ControlPlane:
         "beats", "imbalance_in_turn", "imbalance_balanced"}``: the busiest instance's share
         of the measured load over the mean (1.0 is even) with the entries dealt out in turn
         (the deploy's table) and with the new table."""
-        from .rebalance import balanced_table, entry_loads, imbalance, read_loads
+        from .rebalance import balance, entry_loads, imbalance
         with self._locked():
             await self.refresh()
-            record = self.deployed.get(tenant)
-            if record is None:
-                raise DeployRefused(f"tenant {tenant!r} is not deployed (deployed tenants: "
-                                    f"{sorted(self.deployed) or 'none'})")
-            if ("scheduler", "bucket_beats") not in self._regs:
-                raise DeployRefused("this build's scheduler does not count load per flow-table "
-                                    "entry (scheduler 1.2)")
-
-            async def snapshot():
-                return await read_loads(lambda reg: self.read("scheduler", reg),
-                                        lambda reg, v: self._raw_write("scheduler", reg, v),
-                                        tenant, self.table_size)
-            before = await snapshot()
+            record = self._deployed_record(tenant)
+            self._check_load_counters()
+            before = await self._entry_counters(tenant)
             await (measure or self.wait)()
-            after = await snapshot()
+            after = await self._entry_counters(tenant)
             regions = list(record.regions)
-            table = balanced_table(before, after, regions)
             loads = entry_loads(before, after)
+            table = balance(loads, regions)
             current = [regions[i % len(regions)] for i in range(self.table_size)]
-            await self._run(self._table_entry_writes(tenant, table))
+            await self._commit_table(record, table)
         return {"table": table, "beats": sum(loads),
                 "imbalance_in_turn": imbalance(loads, current, regions),
                 "imbalance_balanced": imbalance(loads, table, regions)}
+
+    async def sample(self, tenant, since=None):
+        """One period of deployed ``tenant`` for the auto-scaler (:mod:`.autoscale`):
+        ``(sample, counters)``. ``counters`` are this call's readings, to pass as ``since``
+        next time; ``sample`` is the :class:`~.autoscale.ChainSample` of the period since
+        ``since`` (``None`` without it): the beats queued now, the beats dispatched and the
+        packets dropped in the period, the regions, and, when the build counts the load of
+        each flow-table entry (scheduler 1.2), each entry's beats in the period and
+        :meth:`flow_table`."""
+        from .autoscale import ChainSample
+        from .rebalance import entry_loads
+        with self._locked():
+            await self.refresh()
+            record = self._deployed_record(tenant)
+            counters = {
+                "dispatched": await self.read("scheduler", f"t{tenant}_dispatched_beats"),
+                "drops": await self.read("scheduler", f"t{tenant}_queue_drops"),
+                "entries": (await self._entry_counters(tenant)
+                            if ("scheduler", "bucket_beats") in self._regs else None)}
+            occupancy = await self.read("scheduler", f"t{tenant}_backlog_beats")
+        if since is None:
+            return None, counters
+        wrap = 1 << self._reg("scheduler", f"t{tenant}_dispatched_beats")["width"]
+        loads = table = None
+        if counters["entries"] is not None and since.get("entries") is not None:
+            loads, table = entry_loads(since["entries"], counters["entries"]), \
+                self.flow_table(tenant)
+        return ChainSample(tenant, record.chain, occupancy,
+                           (counters["dispatched"] - since["dispatched"]) % wrap,
+                           (counters["drops"] - since["drops"]) % wrap, record.regions,
+                           loads, table), counters
+
+    async def apply_rebalance(self, decision):
+        """Commit the table of the auto-scaler's :class:`~.autoscale.Rebalance` ``decision``
+        the way :meth:`rebalance` does (no flow reorders) and keep it in the tenant's record.
+        Refused before any write when the decision no longer fits the tenant (another chain,
+        a table of another size or naming a region it does not hold: it was decided before
+        the tenant changed)."""
+        from .autoscale import Rebalance
+        if not isinstance(decision, Rebalance):
+            raise TypeError(f"Decision must be a Rebalance, not {decision!r}")
+        with self._locked():
+            await self.refresh()
+            record = self._deployed_record(decision.tenant)
+            table = list(decision.table)
+            if decision.chain != record.chain or len(table) != self.table_size \
+                    or not set(table) <= set(record.regions):
+                raise DeployRefused(f"the rebalance of tenant {decision.tenant}'s "
+                                    f"{decision.chain!r} over regions {sorted(set(table))} "
+                                    f"({len(table)} entries) does not fit the tenant: it runs "
+                                    f"{record.chain!r} in regions {list(record.regions)} "
+                                    f"({self.table_size} entries)")
+            await self._commit_table(record, table)
+        return table
 
     def _table_entry_writes(self, tenant, table):
         writes = []
@@ -882,7 +969,8 @@ class ControlPlane:
             problems = []
             if repointed:
                 try:
-                    await self._run(self._table_writes(tenant, record.regions))
+                    await self._run(self._table_entry_writes(
+                        tenant, self.flow_table(tenant)))
                 except Exception as again:  # noqa: BLE001
                     problems.append(f"pointing the flow buckets back: {again}")
             for (block, reg), value in reversed(journal.items()):
@@ -901,7 +989,8 @@ class ControlPlane:
         except Exception as e:  # noqa: BLE001: the move is done; a deploy there sets the cost
             report.setdefault("warnings", []).append(f"region {source}'s cost: {e}")
         after = dict(self.deployed)
-        after[tenant] = replace(record, regions=regions)
+        # The move wrote the entries in turn over the new regions (repoint above).
+        after[tenant] = replace(record, regions=regions, table=())
         self._save_records(after)
         self.deployed = after
         return report

@@ -12,7 +12,8 @@ et al., CoNEXT 2019 §3) for the NIC's instances. The new table goes in through 
 commit, which holds the tenant until its packets in flight have left, so no flow reorders.
 """
 
-__all__ = ["read_loads", "entry_loads", "balanced_table", "imbalance", "LOAD_MODULUS"]
+__all__ = ["read_loads", "entry_loads", "balance", "balanced_table", "imbalance",
+           "LOAD_MODULUS"]
 
 #: The per-entry counters wrap (hw/nic/scheduler.py, ``LOAD_BITS``).
 LOAD_MODULUS = 1 << 32
@@ -37,11 +38,16 @@ def entry_loads(before, after):
 
 def balanced_table(before, after, regions):
     """A flow table (one region per entry) spreading the load each entry carried between the
-    snapshots ``before`` and ``after`` evenly over ``regions``. Entries that carried nothing
-    are dealt out in turn afterwards, so future flows still spread."""
+    snapshots ``before`` and ``after`` evenly over ``regions`` (:func:`balance`)."""
+    return balance(entry_loads(before, after), regions)
+
+
+def balance(loads, regions):
+    """A flow table (one region per entry) spreading ``loads`` (the beats each entry carried)
+    evenly over ``regions``. Entries that carried nothing are dealt out in turn afterwards, so
+    future flows still spread."""
     if not regions:
         raise ValueError("a flow table needs at least one region")
-    loads = entry_loads(before, after)
     table = [None] * len(loads)
     total = {r: 0 for r in regions}
     count = {r: 0 for r in regions}

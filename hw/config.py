@@ -30,7 +30,9 @@ A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.
     policies = ["drf", "rr", "drr", "fifo"]      # schedulers built in; the first runs at reset
     yieldable = true       # region personalities under the state-yielding transform
                            # (suspend, resume, capture and restore their state); or a list
-                           # of region indices: only those (the transform costs area)
+                           # of region indices: only those (the transform costs area);
+                           # or "boundary": every region, with the boundary state port
+                           # (only state live at a drained packet boundary; "full": all)
     links = [[0, 1]]       # [primary, branch] region pairs that can run a DAG's branches side
                            # by side (hw/nic/link.py): personalities "monitoring#primary"
                            # and "monitoring#branches" are the two parts of that chain
@@ -47,6 +49,10 @@ from pathlib import Path
 from .stream import check_data_width
 
 __all__ = ["DesignConfig", "ConfigError", "load_config", "default_config_path"]
+
+
+#: ``nic.yieldable`` as a string: every region transformed, with this state port.
+YIELDABLE_STATES = ("full", "boundary")
 
 
 class ConfigError(ValueError):
@@ -124,12 +130,12 @@ class DesignConfig:
                                   f"not {value!r}")
         if isinstance(self.yieldable, list):
             object.__setattr__(self, "yieldable", tuple(self.yieldable))
-        if not (isinstance(self.yieldable, bool) or (
+        if not (isinstance(self.yieldable, bool) or self.yieldable in YIELDABLE_STATES or (
                 isinstance(self.yieldable, tuple) and all(
                     isinstance(r, int) and not isinstance(r, bool)
                     and 0 <= r < max(1, len(self.regions)) for r in self.yieldable))):
-            raise ConfigError(f"nic.yieldable must be true, false or a list of region indices, "
-                              f"not {self.yieldable!r}")
+            raise ConfigError(f"nic.yieldable must be true, false, \"full\", \"boundary\" or a "
+                              f"list of region indices, not {self.yieldable!r}")
         if isinstance(self.links, list):
             object.__setattr__(self, "links", tuple(
                 tuple(k) if isinstance(k, list) else k for k in self.links))
@@ -156,6 +162,13 @@ class DesignConfig:
         if isinstance(self.yieldable, tuple):
             return frozenset(self.yieldable)
         return frozenset(range(len(self.regions))) if self.yieldable else frozenset()
+
+    @property
+    def yieldable_state(self):
+        """The transform's state port: "full" (every flip-flop; stops at once or at a packet
+        boundary) or "boundary" (only the flip-flops live at a drained packet boundary; every
+        stop drains to one). ``yieldable = true`` or a list of regions: "full"."""
+        return self.yieldable if isinstance(self.yieldable, str) else "full"
 
     @property
     def is_nic(self):

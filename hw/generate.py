@@ -60,7 +60,8 @@ def state_maps(config, top):
         if r not in config.yieldable_regions:
             continue
         out[f"region{r}"] = {s.name: maps.setdefault(s.name, state_map_of(
-            Personality(top.shape, s)).to_json()) for s in specs}
+            Personality(top.shape, s), state=config.yieldable_state).to_json())
+            for s in specs}
     return out
 
 

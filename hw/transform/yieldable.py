@@ -26,6 +26,12 @@ Memories are reached through their own ports, multiplexed while frozen, so a blo
 block RAM; a synchronous read port's data register is shadowed (``hold``) at the stop so using
 the port for the state port does not disturb what the design sees after it resumes.
 
+**Boundary state port** (``state="boundary"``): the map holds only the flip-flops live at a
+drained packet boundary (liveness.py), and each left out has a guard; every stop, whatever
+``at_boundary`` says, drains to a packet boundary and waits until every guard is 0, the premise
+of liveness.py's argument. Flip-flops left out get no write path and no read-mux input. The
+full port (``state="full"``, the default) keeps every flip-flop for immediate stops.
+
 While frozen, the output streams withdraw ``valid`` (an offered beat is offered again, unchanged,
 after resume): this bends the stream contract's "valid stays until taken" rule, which only an
 immediate stop does; the packet-boundary stop never has a beat on offer when it freezes.
@@ -57,10 +63,27 @@ def YieldSignature(addr_width, word_width=32):
     })
 
 
-def state_map_of(component, word_width=32):
-    """The state map ``Yieldable(component)`` will have (elaborates ``component`` once)."""
-    frag = Fragment.get(component, None)
-    return take_inventory(frag, rewrite_prints(frag)).state_map(word_width)
+STATE_MODES = ("full", "boundary")
+
+
+def state_map_of(component, word_width=32, state="full"):
+    """The state map ``Yieldable(component, state=state)`` will have (elaborates
+    ``component`` once)."""
+    return _inventory(component, state)[0].state_map(word_width)
+
+
+def _inventory(component, state, plan=None, platform=None):
+    """``(inventory, fragment, plan)`` of a fresh elaboration of ``component``."""
+    if state not in STATE_MODES:
+        raise TransformError(f"state must be one of {', '.join(STATE_MODES)}, not {state!r}")
+    frag = Fragment.get(component, platform)
+    inv = take_inventory(frag, rewrite_prints(frag))
+    if state == "boundary":
+        if plan is None:
+            plan = inv.keep_live(component, frag)
+        else:
+            inv.apply_plan(plan)
+    return inv, frag, plan
 
 
 class _Elaborated(Elaboratable):
@@ -76,14 +99,18 @@ class _Elaborated(Elaboratable):
 class Yieldable(wiring.Component):
     """``component``, transformed. Attributes of the component stay reachable through it."""
 
-    def __init__(self, component, *, word_width=32):
+    def __init__(self, component, *, word_width=32, state="full"):
         if not isinstance(component, wiring.Component):
             raise TransformError(f"{component!r} is not an amaranth.lib.wiring.Component")
         if "yld" in component.signature.members:
             raise TransformError("the component already has a port named 'yld'")
         self.component = component
         self.word_width = word_width
-        self.state_map = state_map_of(component, word_width)
+        self.state = state
+        # The liveness analysis runs once; each elaboration reuses its plan (the inventory's
+        # order is repeatable, which elaborate() checks).
+        inv, _frag, self._plan = _inventory(component, state)
+        self.state_map = inv.state_map(word_width)
         self.inventory = None       # of the last elaboration: the signals behind the map
         self.read_port_signals = []  # of the last elaboration: what each rdport item reads
         members = dict(component.signature.members.items())
@@ -95,9 +122,8 @@ class Yieldable(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W = self.word_width
-        frag = Fragment.get(self.component, platform)
-        traps = rewrite_prints(frag)
-        inv = take_inventory(frag, traps)
+        inv, frag, _plan = _inventory(self.component, self.state, self._plan, platform)
+        traps = inv.traps
         smap = inv.state_map(W)
         if not smap.same_layout(self.state_map):
             raise TransformError(f"{type(self.component).__name__} elaborated to different "
@@ -253,13 +279,16 @@ class Yieldable(wiring.Component):
                     other._en = Mux(run, other._en, Const(0, len(other._en)))
         m.d.comb += y.rdata.eq(rdata)
 
-        self._connect_ports(m, run, stopped, trapped)
+        self._connect_ports(m, run, stopped, trapped, inv.guard_signals())
         m.submodules.inner = _Elaborated(frag)
         return m
 
-    def _connect_ports(self, m, run, stopped, trapped):
+    def _connect_ports(self, m, run, stopped, trapped, guards=()):
         """Pass every port through; mask the streams' handshakes while frozen and track
-        packets for the boundary stop."""
+        packets for the boundary stop. With the boundary state port (``guards``: the live
+        1-bit flip-flops that liveness.py proved guard every flip-flop left out of the map),
+        every stop drains to a packet boundary and waits for every guard to be 0: only
+        there is the map the whole state."""
         y = self.yld
         draining = Signal()
         pending = Signal(PENDING_BITS)
@@ -304,11 +333,14 @@ class Yieldable(wiring.Component):
         drained = (pending == 0)
         for mid in mids:
             drained = drained & ~mid
+        if guards:
+            drained = drained & ~Cat(*guards).any()
+        boundary = y.at_boundary if self.state == "full" else Const(1)
         with m.If(~stopped):
             with m.If(trapped):
                 m.d.sync += [stopped.eq(1), draining.eq(0)]
             with m.Elif(y.stop):
-                with m.If(~y.at_boundary | (draining & drained)):
+                with m.If(~boundary | (draining & drained)):
                     m.d.sync += [stopped.eq(1), draining.eq(0)]
                 with m.Else():
                     m.d.sync += draining.eq(1)

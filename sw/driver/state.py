@@ -67,7 +67,11 @@ class RegionState:
     async def suspend(self, at_boundary=True):
         """Stop the active personality: at the next packet boundary, after every packet it
         holds has left (default), or at once. Packets for the region wait in its buffer in
-        the packet store meanwhile. Returns the personality's name."""
+        the packet store meanwhile. Returns the personality's name.
+
+        A build with the boundary state port (``nic.yieldable = "boundary"``, state maps of
+        mode "boundary") always drains to a packet boundary, ``at_boundary`` or not: its map
+        holds only the state live there, so a stop anywhere else could not be captured."""
         name = await self.active()
         await self._write("state_select", self.names.index(name))
         await self._write("state_at_boundary", int(at_boundary))
@@ -109,6 +113,10 @@ class RegionState:
         await self._require_stopped("capturing its state")
         name = self.names[await self._read("state_select")]
         smap = self.maps[name]
+        if smap.mode == "boundary" and await self._read("state_trapped"):
+            raise StateError(f"region {self.region} ({name}) stopped on a Print trap, not at "
+                             f"a packet boundary: its boundary state map is not all its state "
+                             f"there; service the trap and suspend again")
         words = []
         for addr in smap.addresses():
             await self._write("state_addr", addr)

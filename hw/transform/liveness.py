@@ -1,0 +1,689 @@
+"""Which flip-flops of a component are live at a drained packet boundary.
+
+At a boundary stop the component holds no packet: a pipeline's data and metadata registers
+hold leftovers of packets that have gone, which only matter while their stage's valid bit is 1.
+The boundary state port (``Yieldable(..., state="boundary")``) captures and restores only the
+*live* flip-flops (and every memory through its ports); this module decides which they are.
+
+The rule, and why it is sound
+-----------------------------
+Each flip-flop ``d`` left out (*dead*) has a *guard* ``g``: a live 1-bit flip-flop of the same
+fragment, reset to 0. The boundary stop of the boundary port waits, after the drain, until every
+guard is 0 (yieldable.py); so at the captured instant every guard is 0.
+
+Take two runs from that instant that agree on every live flip-flop and memory row (the
+captured state restored) and see the same inputs, but whose dead flip-flops hold anything
+(the restored instance's leftovers, or random values). The invariant
+
+    R:  every live flip-flop and memory row is equal in both runs, and for every dead ``d``,
+        either ``d`` is equal in both runs or its guard ``g`` is 0 (in both: ``g`` is live)
+
+holds at the start (every guard is 0). It is kept, and no output can differ, if:
+
+(a) every *sink* is equal in both runs whenever R holds: the next value of every live
+    flip-flop; every output port (a stream's ``valid``; its payload when ``valid`` is 1; an
+    input stream's ``ready`` when its ``valid`` is 1; every other output); every memory port's
+    enable, and its address and data when the enable is 1;
+(b) for every dead ``d``: on every path through its fragment's ``sync`` statements, ``d``'s
+    next value is equal in both runs, or ``g``'s next value is 0.
+
+Both are checked by a taint analysis over the fragment's statement tree. ``taint(e, facts)`` is
+the set of dead flip-flops whose leftovers can reach the value of ``e`` when ``facts`` hold
+(bits of values known from the ``If``/``Switch`` conditions around ``e``, from the other
+operand of a 1-bit ``&``, from a ``Mux`` select): a dead ``d`` read where ``facts`` say its
+guard is 1 is equal in both runs (R), so it adds no taint; combinational signals are followed
+to their drivers with the facts of the place that reads them. A fact is only taken from an
+expression that is itself untainted there, so it holds in both runs alike. A condition that is
+tainted taints everything assigned under it. (b) is checked per path of ``d``'s and ``g``'s
+assignments, for ``g`` = 1 (``d`` holding its value keeps it equal) and ``g`` = 0 (``d`` must
+be assigned an untainted value, or ``g`` cleared or held at 0); when ``d``'s new value is
+tainted by one other dead flip-flop ``e``, the path is split on ``e``'s guard (a pipeline
+stage copying the previous stage's data and valid bit every cycle).
+
+The analysis is a greatest fixpoint: it starts with every flip-flop dead that has a guard
+candidate, and moves to the live set every flip-flop that taints a sink or fails (b) with
+every candidate, until nothing moves. The flip-flops of ``Print`` traps are always live. What
+it cannot prove dead stays live (the rule errs towards capturing more). The differential test
+(sim/tb/yield_tb.py ``boundary_soundness``) writes random values into every dead flip-flop
+of every library NT at random boundaries and checks the output against the model bit for bit.
+
+A guard that never returns to 0 after a drain would make the boundary stop wait forever (the
+driver's suspend then times out with a clear error): guards are the 1-bit registers the
+analysis needed, which in a pipeline are its stage-valid bits.
+"""
+
+from amaranth.hdl import Const, Signal, Value
+from amaranth.hdl._ast import (Assign, Concat, Initial, Operator, Part, Slice, Switch,
+                               SwitchValue)
+from amaranth.lib import stream, wiring
+
+__all__ = ["Liveness", "analyse"]
+
+_INFEASIBLE = object()
+
+
+class _TooMany(Exception):
+    """More paths than the analysis follows: the flip-flop stays live."""
+
+
+class Liveness:
+    """The result: ``live`` and ``dead`` (``[(path, fragment, signal)]``, in inventory order)
+    and ``guards`` (``{id(dead signal): guard signal}``)."""
+
+    def __init__(self, live, dead, guards, why=None):
+        self.live, self.dead, self.guards = live, dead, guards
+        self.why = why or {}
+
+    def guard_signals(self):
+        out = {}
+        for g in self.guards.values():
+            out[id(g)] = g
+        return list(out.values())
+
+
+def _bits_of(value):
+    """``[(signal id, bit) or None]`` of a value's bits, LSB first (None: not a signal bit)."""
+    if isinstance(value, Signal):
+        return [(id(value), k) for k in range(len(value))]
+    if isinstance(value, Slice) and isinstance(value.value, Signal):
+        return [(id(value.value), k) for k in range(value.start, value.stop)]
+    if isinstance(value, Concat):
+        out = []
+        for part in value.parts:
+            out += _bits_of(part)
+        return out
+    return [None] * len(value)
+
+
+class _Analysis:
+    def __init__(self, fragment, component, inventory, force_live):
+        self.inv = inventory
+        self.ff = {id(sig): (path, frag, sig) for path, frag, sig in inventory.flip_flops}
+        self.comb = {}          # id(signal) -> [(path tests [(test, patterns, k)], lhs, rhs)]
+        self.sync = {}          # id(fragment) -> statements
+        self.signals = {}
+        for _path, frag in inventory.fragments:
+            for domain, stmts in frag.statements.items():
+                if domain == "comb":
+                    self._collect(stmts, [], self.comb)
+                else:
+                    self.sync[id(frag)] = stmts
+        self.force_live = {id(s) for s in force_live}
+        # One-bit flip-flops are live (the guards come from them; they cost a bit each).
+        self.dead = {k for k, (_p, _f, sig) in self.ff.items()
+                     if k not in self.force_live and len(sig) > 1}
+        self.bit_keys = {(k, 0) for k, (_p, _f, sig) in self.ff.items() if len(sig) == 1}
+        self.guard = {}
+        self.why = {}           # id(flip-flop) -> why it is live (what the analysis saw)
+        self._memo = {}
+        self.component = component
+
+    # -- the statement tree -------------------------------------------------------------
+
+    def _collect(self, stmts, tests, table):
+        for st in stmts:
+            if isinstance(st, Assign):
+                for sig in st.lhs._lhs_signals():
+                    table.setdefault(id(sig), []).append((tuple(tests), st.lhs, st.rhs))
+                    self.signals[id(sig)] = sig
+            elif isinstance(st, Switch):
+                for k, (patterns, body, _loc) in enumerate(st.cases):
+                    self._collect(body, [*tests, (st, k)], table)
+
+    @staticmethod
+    def _case_facts(switch, k):
+        """``[(value, bit, v)]`` the test's bits must have for case ``k`` to be taken."""
+        return _pattern_facts(switch.test, [c[0] for c in switch.cases], k)
+
+    def _switch_value_eval(self, value, facts, bit, depth):
+        vals = set()
+        for k, (_patterns, v) in enumerate(value.cases):
+            f = facts
+            for t, b, x in _pattern_facts(value.test, [c[0] for c in value.cases], k):
+                f = self._add_fact(f, t, b, x)
+            if f is _INFEASIBLE:
+                continue
+            vals.add(self._eval_bit(v, f, bit, depth + 1))
+        return vals.pop() if len(vals) == 1 else None
+
+
+    # -- facts ----------------------------------------------------------------------------
+
+    def _add_fact(self, facts, value, bit, v, depth=0):
+        """``facts`` with bit ``bit`` of ``value`` known to be ``v``, or _INFEASIBLE."""
+        if facts is _INFEASIBLE or depth > 12 or bit >= len(value):
+            return facts
+        if isinstance(value, Const):
+            return facts if (value.value >> bit) & 1 == v else _INFEASIBLE
+        if isinstance(value, Concat):
+            for part in value.parts:
+                if bit < len(part):
+                    return self._add_fact(facts, part, bit, v, depth + 1)
+                bit -= len(part)
+            return facts
+        if isinstance(value, Slice):
+            return self._add_fact(facts, value.value, value.start + bit, v, depth + 1)
+        if isinstance(value, Signal):
+            key = (id(value), bit)
+            have = facts.get(key)
+            if have is not None:
+                return facts if have == v else _INFEASIBLE
+            facts = {**facts, key: v}
+            drivers = self.comb.get(id(value))
+            if drivers and len(drivers) == 1:
+                tests, lhs, rhs = drivers[0]
+                if not tests and lhs is value and bit < len(rhs):
+                    facts = self._add_fact(facts, rhs, bit, v, depth + 1)
+            return facts
+        if isinstance(value, Operator) and len(value) == 1 and bit == 0:
+            # The expression itself (a condition met again in the same Switch).
+            key = (id(value), 0)
+            have = facts.get(key)
+            if have is not None:
+                return facts if have == v else _INFEASIBLE
+            known = self._eval_bit(value, facts)
+            if known is not None:
+                return facts if known == v else _INFEASIBLE
+            facts = {**facts, key: v}
+            self.signals[id(value)] = value         # kept alive: its id is a key
+            op, args = value.operator, value.operands
+            if op == "~" and len(args[0]) == 1:
+                return self._add_fact(facts, args[0], 0, 1 - v, depth + 1)
+            if op == "b" and len(args[0]) == 1:
+                return self._add_fact(facts, args[0], 0, v, depth + 1)
+            if op == "&" and v == 1 and all(len(a) == 1 for a in args):
+                for a in args:
+                    facts = self._add_fact(facts, a, 0, 1, depth + 1)
+                return facts
+            if op == "|" and v == 0 and all(len(a) == 1 for a in args):
+                for a in args:
+                    facts = self._add_fact(facts, a, 0, 0, depth + 1)
+                return facts
+        return facts
+
+    def _eval_bit(self, value, facts, bit=0, depth=0):
+        """Bit ``bit`` of ``value`` if ``facts`` decide it, else None."""
+        if depth > 12 or bit >= len(value):
+            return None
+        if isinstance(value, Const):
+            return (value.value >> bit) & 1
+        if isinstance(value, Concat):
+            for part in value.parts:
+                if bit < len(part):
+                    return self._eval_bit(part, facts, bit, depth + 1)
+                bit -= len(part)
+            return None
+        if isinstance(value, Slice):
+            return self._eval_bit(value.value, facts, value.start + bit, depth + 1)
+        if isinstance(value, Signal):
+            key = (id(value), bit)
+            if key in facts:
+                return facts[key]
+            drivers = self.comb.get(id(value))
+            if drivers and len(drivers) == 1:
+                tests, lhs, rhs = drivers[0]
+                if not tests and lhs is value:
+                    return self._eval_bit(rhs, facts, bit, depth + 1)
+            return None
+        if isinstance(value, SwitchValue):
+            return self._switch_value_eval(value, facts, bit, depth)
+        if isinstance(value, Operator) and value.operator == "m":
+            sel = self._eval_bit(value.operands[0], facts, 0, depth + 1)
+            if sel is None:
+                a = self._eval_bit(value.operands[1], facts, bit, depth + 1)
+                b = self._eval_bit(value.operands[2], facts, bit, depth + 1)
+                return a if a == b else None
+            return self._eval_bit(value.operands[1 if sel else 2], facts, bit, depth + 1)
+        if isinstance(value, Operator) and len(value) == 1 and bit == 0:
+            if (id(value), 0) in facts:
+                return facts[(id(value), 0)]
+            op, args = value.operator, value.operands
+            vals = [self._eval_bit(a, facts, 0, depth + 1) if len(a) == 1 else None
+                    for a in args]
+            if op == "~" and len(args[0]) == 1:
+                return None if vals[0] is None else 1 - vals[0]
+            if op == "b" and len(args[0]) == 1:
+                return vals[0]
+            if op == "&":
+                if 0 in vals:
+                    return 0
+                return 1 if all(x == 1 for x in vals) else None
+            if op == "|":
+                if 1 in vals:
+                    return 1
+                return 0 if all(x == 0 for x in vals) else None
+        return None
+
+    # -- taint ----------------------------------------------------------------------------
+
+    def taint(self, value, facts, depth=0):
+        if facts is _INFEASIBLE:
+            return frozenset()
+        # Only facts about 1-bit flip-flops (the guards) decide a taint; dropping the others
+        # (which only prune infeasible paths) is sound and keeps the memo small.
+        facts = {k: v for k, v in facts.items() if k in self.bit_keys}
+        key = (id(value), frozenset(facts.items()))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        self._memo[key] = frozenset()           # a comb loop adds nothing twice
+        out = self._taint(value, facts, depth)
+        self._memo[key] = out
+        return out
+
+    def _taint(self, value, facts, depth):
+        if isinstance(value, (Const, Initial)) or not hasattr(value, "shape"):
+            return frozenset()
+        if isinstance(value, Signal):
+            k = id(value)
+            if k in self.ff:
+                if k in self.dead:
+                    g = self.guard.get(k)
+                    # Without a guard yet: optimistic while the fixpoint runs (it ends only
+                    # once every dead flip-flop has a guard that passes).
+                    if g is None or facts.get((id(g), 0)) == 1:
+                        return frozenset()
+                    return frozenset([k])
+                return frozenset()
+            if k in self.comb:
+                out = set()
+                for tests, lhs, rhs in self.comb[k]:
+                    f, t = self._path(tests, facts)
+                    if f is _INFEASIBLE:
+                        continue
+                    out |= t | self.taint(rhs, f) | self._lhs_taint(lhs, f)
+                return frozenset(out)
+            return frozenset()
+        if isinstance(value, Operator):
+            args = value.operands
+            if value.operator == "m":
+                sel, a, b = args
+                ts = self.taint(sel, facts)
+                if ts:
+                    return ts | self.taint(a, facts) | self.taint(b, facts)
+                return (self.taint(a, self._add_fact(facts, sel, 0, 1))
+                        | self.taint(b, self._add_fact(facts, sel, 0, 0)))
+            if value.operator == "&" and len(args) == 2 and all(len(a) == 1 for a in args):
+                a, b = args
+                ta, tb = self.taint(a, facts), self.taint(b, facts)
+                if not ta:
+                    tb = self.taint(b, self._add_fact(facts, a, 0, 1))
+                if not tb:
+                    ta = self.taint(a, self._add_fact(facts, b, 0, 1))
+                return ta | tb
+            out = frozenset()
+            for a in args:
+                out |= self.taint(a, facts)
+            return out
+        if isinstance(value, Slice):
+            return self.taint(value.value, facts)
+        if isinstance(value, Part):
+            return self.taint(value.value, facts) | self.taint(value.offset, facts)
+        if isinstance(value, Concat):
+            out = frozenset()
+            for p in value.parts:
+                out |= self.taint(p, facts)
+            return out
+        if isinstance(value, SwitchValue):
+            out = self.taint(value.test, facts)
+            patterns = [c[0] for c in value.cases]
+            for k, (_p, v) in enumerate(value.cases):
+                f = facts
+                if not out:
+                    for t, b, x in _pattern_facts(value.test, patterns, k):
+                        f = self._add_fact(f, t, b, x)
+                out |= self.taint(v, f)
+            return out
+        # Anything else: every signal it reads, unguarded.
+        out = set()
+        for sig in value._rhs_signals():
+            out |= self.taint(sig, facts)
+        return frozenset(out)
+
+    def _lhs_taint(self, lhs, facts):
+        if isinstance(lhs, Part):
+            return self.taint(lhs.offset, facts) | self._lhs_taint(lhs.value, facts)
+        if isinstance(lhs, Slice):
+            return self._lhs_taint(lhs.value, facts)
+        if isinstance(lhs, Concat):
+            out = frozenset()
+            for p in lhs.parts:
+                out |= self._lhs_taint(p, facts)
+            return out
+        if isinstance(lhs, SwitchValue):
+            out = self.taint(lhs.test, facts)
+            for _p, v in lhs.cases:
+                out |= self._lhs_taint(v, facts)
+            return out
+        return frozenset()
+
+    def _path(self, tests, facts):
+        """Facts on a path of ``(switch, case)`` steps and the taint of its conditions."""
+        taint = frozenset()
+        for switch, k in tests:
+            t = self.taint(switch.test, facts)
+            if t:
+                taint |= t
+                continue
+            for value, bit, v in self._case_facts(switch, k):
+                facts = self._add_fact(facts, value, bit, v)
+                if facts is _INFEASIBLE:
+                    return facts, taint
+        return facts, taint
+
+    # -- (a): sinks -------------------------------------------------------------------------
+
+    def sinks(self):
+        """``[(what, value, facts)]``: the values that must be untainted."""
+        out = []
+        for k, (path, frag, sig) in self.ff.items():
+            if k not in self.dead:
+                out.append((f"{'.'.join(path + (sig.name,))}'", ("next", k), {}))
+        for name, member in self.component.signature.members.items():
+            port = getattr(self.component, name)
+            if member.is_signature and isinstance(member.signature, stream.Signature) \
+                    and not member.dimensions:
+                valid = Value.cast(port.valid)
+                ready = Value.cast(port.ready)
+                payload = Value.cast(port.payload)
+                if member.flow == wiring.Out:
+                    out.append((f"{name}.valid", valid, {}))
+                    f = self._add_fact({}, valid, 0, 1)
+                    f = self._add_fact(f, ready, 0, 1)
+                    out.append((f"{name}.payload", payload, f))
+                else:
+                    out.append((f"{name}.ready", ready, self._add_fact({}, valid, 0, 1)))
+                continue
+            for sub_path, flow, leaf_value in _flatten(member, port, (name,)):
+                if flow == wiring.Out:
+                    out.append((".".join(map(str, sub_path)), Value.cast(leaf_value), {}))
+        for path, mem in self.inv.memories:
+            where = ".".join(path)
+            for p in mem._write_ports:
+                en = Value.cast(p._en)
+                out.append((f"{where} write enable", en, {}))
+                f = self._add_fact({}, en, 0, 1) if len(en) == 1 else {}
+                out.append((f"{where} write address", Value.cast(p._addr), f))
+                out.append((f"{where} write data", Value.cast(p._data), f))
+            for p in mem._read_ports:
+                en = Value.cast(p._en)
+                out.append((f"{where} read enable", en, {}))
+                f = self._add_fact({}, en, 0, 1) if len(en) == 1 else {}
+                out.append((f"{where} read address", Value.cast(p._addr), f))
+        return out
+
+    def next_taint(self, k):
+        """Taint of flip-flop ``k``'s next value (its hold is itself: untainted when live)."""
+        _path, frag, sig = self.ff[k]
+        out = set()
+        for tests, lhs, rhs in self._sync_assigns(frag).get(k, ()):
+            f, t = self._path(tests, {})
+            if f is _INFEASIBLE:
+                continue
+            out |= t | self.taint(rhs, f) | self._lhs_taint(lhs, f)
+        return frozenset(out)
+
+    def _sync_assigns(self, frag):
+        cache = self.__dict__.setdefault("_sync_cache", {})
+        if id(frag) not in cache:
+            table = {}
+            self._collect(self.sync.get(id(frag), ()), [], table)
+            cache[id(frag)] = table
+        return cache[id(frag)]
+
+    # -- (b): a dead flip-flop's own update ---------------------------------------------------
+
+    def check_dead(self, k, g):
+        """Whether (b) holds for dead ``k`` with guard ``g``."""
+        _path, frag, sig = self.ff[k]
+        watched = (k, id(g))
+        stmts = self.sync.get(id(frag), ())
+        for gv in (1, 0):
+            try:
+                paths = self._paths(stmts, self._add_fact({}, g, 0, gv), watched, False)
+            except _TooMany:
+                return False
+            for facts, taken in paths:
+                if not self._path_end(taken, facts, gv, sig, g, 1):
+                    return False
+        return True
+
+    def _paths(self, stmts, facts, watched, dirty, limit=4096):
+        """Every ``(facts, [(who, lhs, rhs, dirty)])`` path through ``stmts`` deciding
+        which assignments to the ``watched`` flip-flops happen (cases of a Switch exclude
+        each other; a tainted condition makes what it guards ``dirty``)."""
+        paths = [(facts, [])]
+        for st in stmts:
+            if not any(id(x) in watched for x in st._lhs_signals()):
+                continue
+            nxt = []
+            for f, taken in paths:
+                if isinstance(st, Assign):
+                    ids = {id(x) for x in st.lhs._lhs_signals()}
+                    nxt.append((f, taken + [("d" if watched[0] in ids else "g", st.lhs,
+                                             st.rhs, "dirty" if dirty else None)]))
+                    continue
+                t = self.taint(st.test, f)
+                patterns = [c[0] for c in st.cases]
+                for k, (_p, body, _l) in enumerate(st.cases):
+                    g = f
+                    if not t and not dirty:
+                        for v, bit, x in _pattern_facts(st.test, patterns, k):
+                            g = self._add_fact(g, v, bit, x)
+                    if g is _INFEASIBLE:
+                        continue
+                    for h, sub in self._paths(body, g, watched, dirty or bool(t)):
+                        nxt.append((h, taken + sub))
+                if None not in patterns:          # no case taken
+                    g = f
+                    if not t and not dirty:
+                        for pats in patterns:
+                            fixed = [(pos, ch) for pos, ch in enumerate(reversed(pats[0]))
+                                     if ch in "01"] if len(pats) == 1 else []
+                            if len(fixed) == 1:
+                                pos, ch = fixed[0]
+                                g = self._add_fact(g, st.test, pos, 1 - int(ch))
+                    if g is not _INFEASIBLE:
+                        nxt.append((g, taken))
+            paths = nxt
+            if len(paths) > limit:
+                raise _TooMany()
+        return paths
+
+    def _path_end(self, taken, facts, gv, sig, g, split):
+        if facts is _INFEASIBLE:
+            return True
+        d_state = "hold"
+        g_state = "hold"
+        covered = set()
+        for who, lhs, rhs, dirty in taken:
+            if who == "d":
+                t = dirty or (self.taint(rhs, facts) | self._lhs_taint(lhs, facts))
+                if t:
+                    if split and d_state != "dirty" and dirty is None and len(t) == 1:
+                        (e,) = t
+                        ge = self.guard.get(e)
+                        if ge is not None and (id(ge), 0) not in facts:
+                            return all(
+                                self._path_end(taken, self._add_fact(facts, ge, 0, v), gv,
+                                               sig, g, split - 1)
+                                for v in (1, 0))
+                    d_state = "dirty"
+                elif d_state != "dirty":
+                    covered |= _covered(lhs, sig)
+                    if len(covered) == len(sig):
+                        d_state = "clean"
+            else:
+                if dirty:
+                    g_state = "other"
+                elif isinstance(lhs, Signal):
+                    v = self._eval_bit(rhs, facts)
+                    g_state = ("zero" if v == 0 else "other")
+                else:
+                    g_state = "other"
+        if d_state == "clean":
+            return True
+        if gv == 1 and d_state == "hold":
+            return True
+        return g_state == "zero" or (g_state == "hold" and gv == 0)
+
+
+def _pattern_facts(test, all_patterns, k):
+    out = []
+    patterns = all_patterns[k]
+    if patterns is not None and len(patterns) == 1:
+        pat = patterns[0]
+        for pos, ch in enumerate(reversed(pat)):
+            if ch in "01":
+                out.append((test, pos, int(ch)))
+    # Earlier cases not taken: only a one-bit pattern tells a bit (If/Elif chains).
+    for patterns_j in all_patterns[:k]:
+        if patterns_j is None or len(patterns_j) != 1:
+            continue
+        fixed = [(pos, ch) for pos, ch in enumerate(reversed(patterns_j[0])) if ch in "01"]
+        if len(fixed) == 1:
+            pos, ch = fixed[0]
+            out.append((test, pos, 1 - int(ch)))
+    return out
+
+
+def _covered(lhs, sig):
+    """The bits of ``sig`` an assignment to ``lhs`` writes whatever its value."""
+    if lhs is sig:
+        return set(range(len(sig)))
+    if isinstance(lhs, Slice) and lhs.value is sig:
+        return set(range(lhs.start, lhs.stop))
+    return set()
+
+
+def _flatten(member, value, path):
+    """``(path, flow, value)`` of each port below a member, flows seen from the component."""
+    if member.is_port:
+        yield path, member.flow, value
+        return
+    for sub_path, sub_member, sub_value in member.signature.flatten(value):
+        flow = sub_member.flow if member.flow == wiring.Out else sub_member.flow.flip()
+        yield (*path, *sub_path), flow, sub_value
+
+
+def _draining(a, bits):
+    """The bits of ``bits`` (1-bit flip-flops) fit to be guards: a bit that can clear while the
+    component is idle (no input stream offers a beat, every output stream is ready), and that
+    stays 0 while idle once all the kept bits are 0 (a greatest fixpoint). A sticky flag or a
+    packet-is-over bit set while idle is dropped: as a guard it would keep the boundary stop
+    waiting. This only picks guards; soundness does not rest on it (the stop waits for every
+    guard to be 0)."""
+    idle = {}
+    for name, member in a.component.signature.members.items():
+        if member.is_signature and isinstance(member.signature, stream.Signature) \
+                and not member.dimensions:
+            port = getattr(a.component, name)
+            if member.flow == wiring.In:
+                idle = a._add_fact(idle, Value.cast(port.valid), 0, 0)
+            else:
+                idle = a._add_fact(idle, Value.cast(port.ready), 0, 1)
+    kept = list(bits)
+    while True:
+        drop = []
+        for g in kept:
+            others = idle
+            for h in kept:
+                if h is not g:
+                    others = a._add_fact(others, h, 0, 0)
+            if not (_next_values(a, g, a._add_fact(others, g, 0, 1)) & {0}
+                    and _next_values(a, g, a._add_fact(others, g, 0, 0)) <= {0, "hold"}):
+                drop.append(g)
+        if not drop:
+            return kept
+        kept = [g for g in kept if not any(g is d for d in drop)]
+
+
+def _next_values(a, g, facts):
+    """The next values of ``g`` on the paths through its fragment: 0, 1, "hold" or None."""
+    if facts is _INFEASIBLE:
+        return set()
+    frag = a.ff[id(g)][1]
+    try:
+        paths = a._paths(a.sync.get(id(frag), ()), facts, (id(g), id(g)), False)
+    except _TooMany:
+        return {None}
+    out = set()
+    for f, taken in paths:
+        value = "hold"
+        for _who, lhs, rhs, _dirty in taken:
+            value = a._eval_bit(rhs, f) if lhs is g else None
+        out.add(value)
+    return out
+
+
+def analyse(fragment, component, inventory, force_live=()):
+    """The :class:`Liveness` of ``inventory``'s flip-flops (see the module docstring)."""
+    a = _Analysis(fragment, component, inventory, force_live)
+    bits = [sig for _path, _frag, sig in inventory.flip_flops
+            if len(sig) == 1 and sig.init == 0 and id(sig) not in a.force_live]
+    by_frag = {}
+    for sig in _draining(a, bits):
+        by_frag.setdefault(id(a.ff[id(sig)][1]), []).append(sig)
+
+    def candidates(k):
+        _p, frag, sig = a.ff[k]
+        cands = [g for g in by_frag.get(id(frag), []) if id(g) != k]
+        return sorted(cands, key=lambda g: ("valid" not in g.name, "busy" not in g.name))
+
+    order = {k: n for n, k in enumerate(a.ff)}
+
+    def try_guard(k):
+        for cand in candidates(k):
+            was_dead = id(cand) in a.dead
+            a.dead.discard(id(cand))
+            a.guard[k] = cand
+            a._memo.clear()
+            if a.check_dead(k, cand):
+                a.guard.pop(id(cand), None)     # a guard is live
+                return True
+            a.guard.pop(k)
+            if was_dead:
+                a.dead.add(id(cand))
+        a._memo.clear()
+        return False
+
+    while True:
+        moved = False
+        # Guards, in rounds: a stage copying the previous stage's data finds its guard once
+        # the previous stage's data has one.
+        waiting = [k for k in sorted(a.dead, key=order.get)
+                   if not (a.guard.get(k) is not None and id(a.guard[k]) not in a.dead
+                           and a.check_dead(k, a.guard[k]))]
+        for k in waiting:
+            a.guard.pop(k, None)
+        a._memo.clear()
+        if waiting:
+            moved = True
+        waiting = [k for k in waiting if not try_guard(k)]
+        for k in waiting:
+            a.dead.discard(k)
+            a.why[k] = "no guard keeps it"
+            moved = True
+        a._memo.clear()
+        # (a): every sink untainted; what taints one is live.
+        blamed = set()
+        for what, value, facts in a.sinks():
+            t = a.next_taint(value[1]) if isinstance(value, tuple) else a.taint(value, facts)
+            for k in t & a.dead:
+                a.why.setdefault(k, f"reaches {what}")
+            blamed |= t
+        blamed &= a.dead
+        if blamed:
+            a.dead -= blamed
+            for k in blamed:
+                a.guard.pop(k, None)
+            a._memo.clear()
+            moved = True
+        if not moved:
+            break
+    # Guards used by no dead flip-flop are live for their own sake.
+    live = [e for e in inventory.flip_flops if id(e[2]) not in a.dead]
+    dead = [e for e in inventory.flip_flops if id(e[2]) in a.dead]
+    why = {".".join((*a.ff[k][0], a.ff[k][2].name)): r for k, r in a.why.items()
+           if k not in a.dead}
+    return Liveness(live, dead, {k: a.guard[k] for k in a.dead}, why)

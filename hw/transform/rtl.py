@@ -13,8 +13,6 @@ from amaranth.hdl import Fragment
 from amaranth.hdl import _ir
 from amaranth.lib import wiring
 
-from .statemap import StateMap
-
 __all__ = ["convert_with_state_maps", "component_ports"]
 
 

@@ -29,10 +29,10 @@ A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.
     region_fifo_beats = 64  # each region's input buffer
     policies = ["drf", "rr", "drr", "fifo"]      # schedulers built in; the first runs at reset
     yieldable = true       # region personalities under the state-yielding transform
-                           # (suspend, resume, capture and restore their state); or a list
-                           # of region indices: only those (the transform costs area);
-                           # or "boundary": every region, with the boundary state port
-                           # (only state live at a drained packet boundary; "full": all)
+                           # (suspend, resume, capture and restore their state), with the
+                           # boundary state port (only the state live at a drained packet
+                           # boundary); or a list of region indices: only those; or "full":
+                           # every region, with every flip-flop (stops at once too)
     links = [[0, 1]]       # [primary, branch] region pairs that can run a DAG's branches side
                            # by side (hw/nic/link.py): personalities "monitoring#primary"
                            # and "monitoring#branches" are the two parts of that chain
@@ -167,8 +167,8 @@ class DesignConfig:
     def yieldable_state(self):
         """The transform's state port: "full" (every flip-flop; stops at once or at a packet
         boundary) or "boundary" (only the flip-flops live at a drained packet boundary; every
-        stop drains to one). ``yieldable = true`` or a list of regions: "full"."""
-        return self.yieldable if isinstance(self.yieldable, str) else "full"
+        stop drains to one). ``yieldable = true`` or a list of regions: "boundary"."""
+        return self.yieldable if isinstance(self.yieldable, str) else "boundary"
 
     @property
     def is_nic(self):

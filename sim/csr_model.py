@@ -19,7 +19,8 @@ class RegisterFileModel:
     """Reference model for a :class:`~supernic.hw.csr.registers.RegisterMap` (or its JSON).
 
     ``pulses`` lists every W1P strobe as ``(block, register, bits)``, with ``bits`` at their
-    position in the register, in the order the writes happened.
+    position in the register, and every access strobe as ``(block, "<register>_stb", value)``
+    with the register's value after the access, in the order the accesses happened.
     """
 
     def __init__(self, regmap):
@@ -80,6 +81,8 @@ class RegisterFileModel:
         value = self.values[key]
         if word.latch:
             self.shadows[key] = value >> 32
+        if word.strobe and word.access is R:
+            self.pulses.append((word.block, f"{word.register}_stb", value))
         return (value >> (32 * word.part)) & ((1 << word.width) - 1), Response.OKAY
 
     def write(self, address, value, strobe=0b1111):
@@ -94,6 +97,8 @@ class RegisterFileModel:
         mask = _strobe_mask(strobe) & ((1 << word.width) - 1)
         if word.access is RW:
             self.values[key] = (self.values[key] & ~(mask << shift)) | ((value & mask) << shift)
+            if word.strobe:
+                self.pulses.append((word.block, f"{word.register}_stb", self.values[key]))
         elif value & mask:
             self.pulses.append((word.block, word.register, (value & mask) << shift))
         return Response.OKAY

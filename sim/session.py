@@ -56,15 +56,16 @@ def task_simulator(kind, data_width, params=None, header_bytes=256, progress=pri
                    yieldable=False):
     """One network task alone in :class:`~supernic.hw.nt.shell.TaskShell`, built for cocotb.
     With ``yieldable`` the NT is transformed and the description holds its state map, each item
-    named as in the Verilog (``state_map``); ``yieldable="boundary"`` gives the boundary state
-    port (only the flip-flops live at a drained packet boundary)."""
+    named as in the Verilog (``state_map``): ``True`` or ``"boundary"`` the boundary state port
+    (only the flip-flops live at a drained packet boundary), ``"full"`` every flip-flop."""
     from ..hw.nt.shell import TaskShell, shell_register_map
     from ..hw.nt.task import task_class
 
     task = task_class(kind)
     params = task.check_params(params or {})
-    name = f"nt_{kind}_w{data_width}" + ("_yield" if yieldable else "") + (
-        "_boundary" if yieldable == "boundary" else "")
+    if yieldable is True:
+        yieldable = "boundary"
+    name = f"nt_{kind}_w{data_width}" + (f"_yield_{yieldable}" if yieldable else "")
     description = {
         "config": {"data_width": data_width, "header_bytes": header_bytes},
         "nt": {"kind": kind, "params": params, "block": "nt"},

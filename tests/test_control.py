@@ -81,11 +81,14 @@ class FakeNic(RegisterBus):
         # The state port of every (region, personality) under the transform: distinct words
         # per region, so a migration shows where the state came from.
         self.states = {}
+        self.order = {}         # (region, chain) -> the addresses, in the order the port moves
+        self.cursor = {}        # region block -> the state port's address
         for block, chains in description.get("state_maps", {}).items():
             r = int(block[6:])
             for chain, raw in chains.items():
+                self.order[(r, chain)] = StateMap.from_json(raw).addresses()
                 self.states[(r, chain)] = {a: (7919 * (a + 1) * (r + 1)) & 0xFFFF_FFFF
-                                           for a in StateMap.from_json(raw).addresses()}
+                                           for a in self.order[(r, chain)]}
 
     def image(self):
         return copy.deepcopy((self.model.values, self.tables, self.shadows, self.slots))
@@ -105,7 +108,10 @@ class FakeNic(RegisterBus):
                 self.model.get("scheduler", "bucket_select"), 0) % (1 << 32))
         if word is not None and word.register == "state_rdata":
             self.model.set_input(word.block, "state_rdata",
-                                 self._state(word.block)[self.model.get(word.block, "state_addr")])
+                                 self._state(word.block)[self.cursor.get(word.block, 0)])
+            out = self.model.read(address)
+            self._advance(word.block)
+            return out
         return self.model.read(address)
 
     def write(self, address, value, strobe=0b1111):
@@ -147,17 +153,28 @@ class FakeNic(RegisterBus):
             port = int(block[10:])
             self.slots[port][get(block, "entry_index")] = {
                 name: get(block, f"entry_{name}") for name in self.slots[port][0]}
-        elif block.startswith("region") and reg == "state_write":
-            self._state(block)[get(block, "state_addr")] = get(block, "state_wdata")
+        elif block.startswith("region") and reg == "state_addr_stb":
+            self.cursor[block] = get(block, "state_addr")
+        elif block.startswith("region") and reg == "state_wdata_stb":
+            self._state(block)[self.cursor.get(block, 0)] = get(block, "state_wdata")
+            self._advance(block)
         elif block.startswith("region") and reg == "load":
             r = int(block[6:])
             self.model.set_input(block, "online", 0)
             self.loading[r] = [self.load_reads, get(block, "load_index")]
 
-    def _state(self, block):
+    def _key(self, block):
         r = int(block[6:])
-        return self.states[(r, self.description["regions"][r][
-            self.model.get(block, "state_select")]["name"])]
+        return r, self.description["regions"][r][self.model.get(block, "state_select")]["name"]
+
+    def _state(self, block):
+        return self.states[self._key(block)]
+
+    def _advance(self, block):
+        """The port moves on in the map's address order, as the hardware's does."""
+        order = self.order[self._key(block)]
+        here = self.cursor.get(block, 0)
+        self.cursor[block] = order[(order.index(here) + 1) % len(order)]
 
     def _step_load(self, r):
         if r not in self.loading or self.loading[r][0] is None:

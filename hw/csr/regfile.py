@@ -5,7 +5,9 @@ block, so ``regfile.fields.<block>.<register>`` (or ``regfile.field(block, regis
 
 * for ``R``: an input the parent drives, ``m.d.comb += regfile.field("parser", "packets").eq(n)``;
 * for ``RW``: an output holding the stored value (reset value after reset);
-* for ``W1P``: an output that is high for one cycle on each bit written with a 1.
+* for ``W1P``: an output that is high for one cycle on each bit written with a 1;
+* ``<register>_stb`` beside a register with an access strobe: an output high for one cycle
+  after each read (``R``) or write (``RW``) of it.
 
 Bus behaviour. One read and one write are handled at a time, each independently of the other.
 AW and W are accepted in either order or together, and the write takes effect once both are in.
@@ -39,6 +41,8 @@ def _fields_signature(regmap_json):
                 members[reg["name"]] = In(reg["width"])
             else:
                 members[reg["name"]] = Out(reg["width"], init=reg["reset"])
+            if reg.get("strobe"):
+                members[f"{reg['name']}_stb"] = Out(1)
         if members:
             blocks[block["name"]] = Out(wiring.Signature(members))
     return wiring.Signature(blocks)
@@ -101,6 +105,8 @@ class RegisterFile(wiring.Component):
         for word in words.values():
             if word.access is W1P and word.part == 0:
                 m.d.sync += self.field(word.block, word.register).eq(0)
+            if word.strobe:
+                m.d.sync += self.field(word.block, f"{word.register}_stb").eq(0)
 
         # Byte-lane write mask from the strobes, for W1P words.
         w_mask = Signal(32)
@@ -125,6 +131,8 @@ class RegisterFile(wiring.Component):
             if word.access in (RW, W1P):
                 with m.If(write & (aw_word == word.address >> 2)):
                     self._write_word(m, word, w_data, w_strb, w_mask)
+                    if word.strobe:
+                        m.d.sync += self.field(word.block, f"{word.register}_stb").eq(1)
 
         # Read path.
         ar_full = Signal()
@@ -157,6 +165,9 @@ class RegisterFile(wiring.Component):
                 port = self.field(word.block, word.register)
                 with m.If(ar_full & (ar_word == word.address >> 2)):
                     m.d.sync += shadows[(word.block, word.register)].eq(port[32:])
+            if word.strobe and word.access is R:
+                with m.If(ar_full & (ar_word == word.address >> 2)):
+                    m.d.sync += self.field(word.block, f"{word.register}_stb").eq(1)
 
         return m
 

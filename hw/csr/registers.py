@@ -18,6 +18,12 @@ Access kinds:
 * :data:`RW`: stored in the register file with a reset value, read back as written.
 * :data:`W1P`: write-1 pulse; each written 1 bit gives a one-cycle strobe on that bit; reads 0.
 
+A register of at most 32 bits may also have an access *strobe* (``strobe=True``): a one-cycle
+pulse on ``<name>_stb`` in the cycle after each read of an ``R`` register (the value read was
+the one before the pulse) or each write of an ``RW`` register (the register already holds the
+written value). A port that streams words through one register uses it, such as the state port
+of a region (one bus transaction a word, the address moving on by itself).
+
 :meth:`RegisterMap.to_json` is the single source the bus decoder, the reference model, the driver
 and documentation are derived from; :func:`words_from_json` expands it into one entry a word.
 """
@@ -69,7 +75,7 @@ class Register:
     ``W1P`` register holds nothing.
     """
 
-    def __init__(self, name, width=32, access=R, reset=0, doc=""):
+    def __init__(self, name, width=32, access=R, reset=0, doc="", strobe=False):
         _check_name("Register", name)
         if name in HEADER_WORDS:
             raise ValueError(
@@ -85,11 +91,22 @@ class Register:
             raise ValueError(f"Register reset must be 0 for access {access.value}, not {reset!r}")
         if not isinstance(doc, str):
             raise TypeError(f"Register doc must be a string, not {doc!r}")
+        if not isinstance(strobe, bool):
+            raise TypeError(f"Register strobe must be a bool, not {strobe!r}")
+        if strobe and (access is W1P or width > 32):
+            raise ValueError(f"Register strobe must be on an R or RW register of at most 32 "
+                             f"bits, not {access.value} of {width} bits")
         self.name = name
         self.width = width
         self.access = access
         self.reset = reset
         self.doc = doc
+        self.strobe = strobe
+
+    @property
+    def strobe_name(self):
+        """The name of the access strobe's port (``None`` without a strobe)."""
+        return f"{self.name}_stb" if self.strobe else None
 
     @property
     def words(self):
@@ -103,7 +120,7 @@ class Register:
 
     def __repr__(self):
         return (f"Register({self.name!r}, width={self.width}, access={self.access.value}, "
-                f"reset={self.reset:#x})")
+                f"reset={self.reset:#x}{', strobe=True' if self.strobe else ''})")
 
 
 class RegisterBlock:
@@ -124,11 +141,14 @@ class RegisterBlock:
             if not isinstance(register, Register):
                 raise TypeError(f"Block register must be a Register, not {register!r}")
             # A 64-bit `x` takes words `x_lo`, `x_hi`; a register named `x_lo` would clash.
-            for word_name in (register.name, *register.word_names):
+            names = {register.name, *register.word_names}
+            if register.strobe:
+                names.add(register.strobe_name)
+            for word_name in names:
                 if word_name in word_names:
                     raise ValueError(
                         f"Register name must be unique in block {name!r}, not {register.name!r}")
-            word_names.update((register.name, *register.word_names))
+            word_names.update(names)
         if not isinstance(doc, str):
             raise TypeError(f"Block doc must be a string, not {doc!r}")
         self.name = name
@@ -243,6 +263,7 @@ class RegisterMap:
                     "reset": register.reset,
                     "words": register.words,
                     "doc": register.doc,
+                    **({"strobe": True} if register.strobe else {}),
                 })
             blocks.append({
                 "name": block.name,
@@ -265,7 +286,8 @@ class Word(NamedTuple):
 
     ``access`` is ``None`` for a header word (a read-only constant, ``value``). For a register word
     ``value`` is the reset value of this word, ``width`` the number of register bits it holds and
-    ``part`` 0 (lo) or 1 (hi). ``latch`` marks the lo word of a wide ``R`` register.
+    ``part`` 0 (lo) or 1 (hi). ``latch`` marks the lo word of a wide ``R`` register; ``strobe``
+    a register with an access strobe.
     """
     address: int
     block: str
@@ -276,6 +298,7 @@ class Word(NamedTuple):
     width: int
     value: int
     latch: bool
+    strobe: bool = False
 
 
 def words_from_json(regmap_json):
@@ -296,5 +319,5 @@ def words_from_json(regmap_json):
                 value = (reg["reset"] >> (32 * part)) & ((1 << width) - 1)
                 latch = access is R and reg["words"] == 2 and part == 0
                 words[address] = Word(address, block["name"], name, reg["name"], access, part,
-                                      width, value, latch)
+                                      width, value, latch, bool(reg.get("strobe")))
     return words

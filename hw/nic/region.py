@@ -51,9 +51,12 @@ def personality_block_name(region, chain, node):
 
 
 #: Registers of a region whose personalities are under the state-yielding transform
-#: (hw/transform): the state port of the personality ``state_select`` names, reached one word
-#: at a time (write ``state_addr``, read ``state_rdata``; or write ``state_wdata``, then
-#: ``state_write``). The words' meaning is the personality's state map.
+#: (hw/transform): the state port of the personality ``state_select`` names. Writing
+#: ``state_addr`` moves the port to an address; each read of ``state_rdata`` returns the word
+#: there and moves on, each write of ``state_wdata`` writes it and moves on, in the state
+#: map's address order: a capture or a restore is one bus transaction a word.
+#: ``state_stopped`` is 0 until a stop is done, and while a move into the scan chain turns it.
+#: The words' meaning is the personality's state map.
 STATE_REGISTERS = (
     Register("state_select", 8, RW, doc="Personality the state registers reach"),
     Register("state_stop", 1, RW, doc="1: stop the selected personality; 0: resume it"),
@@ -62,10 +65,12 @@ STATE_REGISTERS = (
     Register("state_stopped", 1, R, doc="1 when the selected personality is stopped"),
     Register("state_trapped", 1, R,
              doc="1 when a Print of the selected personality trapped (see its state map)"),
-    Register("state_addr", 32, RW, doc="State word address (see the state map)"),
-    Register("state_rdata", 32, R, doc="State word at state_addr (while stopped)"),
-    Register("state_wdata", 32, RW, doc="State word the next state_write writes"),
-    Register("state_write", 1, W1P, doc="Write 1: write state_wdata at state_addr"),
+    Register("state_addr", 32, RW, strobe=True,
+             doc="Write: move the state port to this address (see the state map)"),
+    Register("state_rdata", 32, R, strobe=True,
+             doc="The state word at the port's address; a read moves to the next"),
+    Register("state_wdata", 32, RW, strobe=True,
+             doc="Write: write this word at the port's address and move to the next"),
 )
 
 
@@ -80,8 +85,8 @@ def link_registers(branch):
 
 
 def region_block(index, personalities, yieldable=False, link_branch=None):
-    # 1.1: the link registers.
-    return RegisterBlock(f"region{index}", REGION_TYPE, 0x0001_0001, [
+    # 1.1: the link registers. 2.0: the state port moves on by itself (access strobes).
+    return RegisterBlock(f"region{index}", REGION_TYPE, 0x0002_0000, [
         Register("personalities", 8, R, doc="Number of chain personalities built in"),
         Register("active", 8, R, doc="Personality loaded now"),
         Register("online", 1, R, doc="1 when the region takes packets (not reconfiguring)"),
@@ -150,8 +155,8 @@ class Region(wiring.Component):
         self.chains = [Personality(shape, spec) for spec in self.personalities]
         # Under the transform each personality is wrapped; the wrapper has the same ports.
         self.yieldable = yieldable
-        # yieldable: False, True (the full state port) or a state mode ("full", "boundary").
-        state = yieldable if isinstance(yieldable, str) else "full"
+        # yieldable: False, True (the boundary state port) or a mode ("full", "boundary").
+        state = yieldable if isinstance(yieldable, str) else "boundary"
         self.graphs = ([Yieldable(c, state=state) for c in self.chains] if yieldable
                        else self.chains)
         self.link_branch = link_branch
@@ -263,8 +268,9 @@ class Region(wiring.Component):
                 graph.yld.stop.eq(csr.state_stop & mine),
                 graph.yld.at_boundary.eq(csr.state_at_boundary),
                 graph.yld.addr.eq(csr.state_addr),
-                graph.yld.read.eq(1),
-                graph.yld.write.eq(csr.state_write & mine),
+                graph.yld.seek.eq(csr.state_addr_stb & mine),
+                graph.yld.next.eq(csr.state_rdata_stb & mine),
+                graph.yld.write.eq(csr.state_wdata_stb & mine),
                 graph.yld.wdata.eq(csr.state_wdata),
             ]
             with m.If(mine):

@@ -26,7 +26,7 @@ def shell_register_map(task_cls, params, block="nt"):
 
 
 class TaskShell(wiring.Component):
-    """With ``yieldable=True`` (or ``"full"``, or ``"boundary"`` for the boundary state port)
+    """With ``yieldable=True`` (the boundary state port, or a mode: ``"boundary"``, ``"full"``)
     the NT is wrapped in the state-yielding transform
     (:class:`~supernic.hw.transform.Yieldable`) and its ``yld`` port is a top-level port
     (``yld__stop``, ``yld__addr``, ...); ``self.task`` is then the transformed NT."""
@@ -48,7 +48,7 @@ class TaskShell(wiring.Component):
         self.task = None
         if yieldable:
             from ..transform import Yieldable
-            state = yieldable if isinstance(yieldable, str) else "full"
+            state = yieldable if isinstance(yieldable, str) else "boundary"
             self.task = Yieldable(task_cls(data_width, header_bytes, **self.params),
                                   state=state)
             members["yld"] = self.task.signature.members["yld"]

@@ -136,10 +136,12 @@ class TaskConfig:
 
 
 def csr_signature(registers):
-    """The NT's view of its register block: ``R`` out, ``RW``/``W1P`` in."""
+    """The NT's view of its register block: ``R`` out, ``RW``/``W1P`` in, access strobes in."""
     members = {}
     for reg in registers:
         members[reg.name] = Out(reg.width) if reg.access is R else In(reg.width, init=reg.reset)
+        if reg.strobe:
+            members[reg.strobe_name] = In(1)
     return wiring.Signature(members)
 
 

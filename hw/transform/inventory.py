@@ -93,7 +93,7 @@ class Inventory:
     #: packet boundary (liveness.py), the others in ``dead`` with their ``guards``.
     mode: str = "full"
     dead: list = ()          # [(path, Fragment, Signal)] flip-flops left out of the map
-    guards: dict = None      # {id(dead signal): guard Signal}
+    guards: dict = None      # {id(dead signal): [guard Signals]}
 
     def keep_live(self, component, fragment):
         """Leave out of the map the flip-flops that are dead at a drained packet boundary
@@ -104,7 +104,8 @@ class Inventory:
         lv = analyse(fragment, component, self, force)
         index = {id(sig): n for n, (_p, _f, sig) in enumerate(self.flip_flops)}
         plan = (tuple(index[id(sig)] for _p, _f, sig in lv.dead),
-                {index[k]: index[id(g)] for k, g in lv.guards.items()}, lv.why)
+                {index[k]: tuple(index[id(g)] for g in gs) for k, gs in lv.guards.items()},
+                lv.why)
         self.apply_plan(plan)
         return plan
 
@@ -114,34 +115,80 @@ class Inventory:
         dead = set(dead_idx)
         self.flip_flops = [e for n, e in enumerate(every) if n not in dead]
         self.dead = [every[n] for n in dead_idx]
-        self.guards = {id(every[n][2]): every[g][2] for n, g in guard_idx.items()}
+        self.guards = {id(every[n][2]): [every[g][2] for g in gs]
+                       for n, gs in guard_idx.items()}
         self.mode = "boundary"
 
     def guard_signals(self):
         out = {}
-        for g in (self.guards or {}).values():
-            out[id(g)] = g
+        for gs in (self.guards or {}).values():
+            for g in gs:
+                out[id(g)] = g
         return list(out.values())
 
+    def trap_signals(self):
+        """The flip-flops of the ``Print`` traps (``fired``, ``values``): they are reached by
+        address, so software can service one trap without a pass over all the state."""
+        out = {}
+        for t in self.traps or ():
+            out[id(t.fired)] = t.fired
+            out[id(t.values)] = t.values
+        return out
+
+    def layout(self):
+        """The sources of the state map's items, in map order: ``("ff", path, signal)`` for
+        the scan chain's flip-flops, ``("rdport", path, memory, port index)`` for read-port
+        data registers (also in the chain), ``("trap", path, signal)`` for the traps'
+        flip-flops (by address), ``("mem", path, memory)``."""
+        traps = self.trap_signals()
+        out = [("ff", path, sig) for path, _f, sig in self.flip_flops if id(sig) not in traps]
+        for path, mem in self.memories:
+            for k, port in enumerate(mem._read_ports):
+                if port._domain != "comb":
+                    out.append(("rdport", path, mem, k))
+        out += [("trap", path, sig) for path, _f, sig in self.flip_flops if id(sig) in traps]
+        out += [("mem", path, mem) for path, mem in self.memories]
+        return out
+
     def state_map(self, word_width):
-        items, addr = [], 0
+        """The :class:`~.statemap.StateMap`: the scan chain's flip-flops and read-port
+        registers packed bit after bit from address 0, then the traps' flip-flops a word
+        each, then the memories, each aligned to its size (a row is a bit field of the
+        address)."""
+        items, bit = [], 0
 
         def words(width):
             return max(1, -(-width // word_width))
 
-        for path, _frag, sig in self.flip_flops:
+        layout = self.layout()
+        for entry in layout:
+            if entry[0] == "ff":
+                _kind, path, sig = entry
+                w, name = len(sig), _join(path, sig.name)
+                init = sig.init & ((1 << w) - 1)
+            elif entry[0] == "rdport":
+                _kind, path, mem, k = entry
+                w, name, init = len(mem._read_ports[k]._data), _join(path, f"rdport{k}"), 0
+            else:
+                continue
+            n = (bit % word_width + w + word_width - 1) // word_width
+            items.append(StateItem(name, entry[0], w, bit // word_width, n, init=init,
+                                   bit=bit))
+            bit += w
+        scan_words = -(-bit // word_width)
+        addr = scan_words
+        for entry in layout:
+            if entry[0] != "trap":
+                continue
+            _kind, path, sig = entry
             n = words(len(sig))
             items.append(StateItem(_join(path, sig.name), "ff", len(sig), addr, n,
                                    init=sig.init & ((1 << len(sig)) - 1)))
             addr += n
-        for path, mem in self.memories:
-            for k, port in enumerate(mem._read_ports):
-                if port._domain != "comb":
-                    width = len(port._data)
-                    n = words(width)
-                    items.append(StateItem(_join(path, f"rdport{k}"), "rdport", width, addr, n))
-                    addr += n
-        for path, mem in self.memories:
+        for entry in layout:
+            if entry[0] != "mem":
+                continue
+            _kind, path, mem = entry
             width = Shape.cast(mem._data.shape).width
             n = words(width)
             stride = 1 << (n - 1).bit_length()
@@ -164,12 +211,13 @@ class Inventory:
                 items[k] = replace(item, name=f"{item.name}${n}")
         guards = self.guards or {}
         dead = [{"name": _join(path, sig.name), "width": len(sig),
-                 "guard": _join(path, guards[id(sig)].name)} for path, _f, sig in self.dead]
+                 "guards": [_join(path, g.name) for g in guards[id(sig)]]}
+                for path, _f, sig in self.dead]
         return StateMap(word_width, items,
                         [t.to_json(_join) for t in (self.traps or [])], mode=self.mode,
                         all_flip_flop_bits=sum(len(s) for _p, _f, s in
                                                [*self.flip_flops, *self.dead]),
-                        dead=dead)
+                        dead=dead, scan_words=scan_words)
 
 
 def _join(path, leaf=None):

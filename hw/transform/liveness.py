@@ -61,6 +61,15 @@ __all__ = ["Liveness", "analyse"]
 
 _INFEASIBLE = object()
 
+#: Operators :meth:`_Analysis._eval_value` computes on known unsigned operands.
+_ARITH = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b,
+    "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
+    "r|": lambda a: int(a != 0), "b": lambda a: int(a != 0),
+}
+
 
 class _TooMany(Exception):
     """More paths than the analysis follows: the flip-flop stays live."""
@@ -68,7 +77,7 @@ class _TooMany(Exception):
 
 class Liveness:
     """The result: ``live`` and ``dead`` (``[(path, fragment, signal)]``, in inventory order)
-    and ``guards`` (``{id(dead signal): guard signal}``)."""
+    and ``guards`` (``{id(dead signal): [guard signals]}``)."""
 
     def __init__(self, live, dead, guards, why=None):
         self.live, self.dead, self.guards = live, dead, guards
@@ -76,8 +85,9 @@ class Liveness:
 
     def guard_signals(self):
         out = {}
-        for g in self.guards.values():
-            out[id(g)] = g
+        for gs in self.guards.values():
+            for g in gs:
+                out[id(g)] = g
         return list(out.values())
 
 
@@ -113,7 +123,7 @@ class _Analysis:
         self.dead = {k for k, (_p, _f, sig) in self.ff.items()
                      if k not in self.force_live and len(sig) > 1}
         self.bit_keys = {(k, 0) for k, (_p, _f, sig) in self.ff.items() if len(sig) == 1}
-        self.guard = {}
+        self.guards = {}        # id(dead flip-flop) -> [guard signals], every one passing (b)
         self.why = {}           # id(flip-flop) -> why it is live (what the analysis saw)
         self._memo = {}
         self.component = component
@@ -149,6 +159,25 @@ class _Analysis:
 
     # -- facts ----------------------------------------------------------------------------
 
+    def _skey(self, value):
+        """A key equal for structurally equal expressions (``a & b`` written twice)."""
+        cache = self.__dict__.setdefault("_skeys", {})
+        hit = cache.get(id(value))
+        if hit is not None:
+            return hit[1]
+        if isinstance(value, Signal):
+            key = id(value)
+        elif isinstance(value, Const):
+            key = ("c", value.value, len(value))
+        elif isinstance(value, Slice):
+            key = ("s", self._skey(value.value), value.start, value.stop)
+        elif isinstance(value, Operator):
+            key = ("o", value.operator, tuple(self._skey(a) for a in value.operands))
+        else:
+            key = ("v", id(value))
+        cache[id(value)] = (value, key)         # the value kept alive: its id is the key
+        return key
+
     def _add_fact(self, facts, value, bit, v, depth=0):
         """``facts`` with bit ``bit`` of ``value`` known to be ``v``, or _INFEASIBLE."""
         if facts is _INFEASIBLE or depth > 12 or bit >= len(value):
@@ -176,8 +205,9 @@ class _Analysis:
                     facts = self._add_fact(facts, rhs, bit, v, depth + 1)
             return facts
         if isinstance(value, Operator) and len(value) == 1 and bit == 0:
-            # The expression itself (a condition met again in the same Switch).
-            key = (id(value), 0)
+            # The expression itself (a condition met again, in the same Switch or written
+            # again elsewhere: keyed by its structure).
+            key = (self._skey(value), 0)
             have = facts.get(key)
             if have is not None:
                 return facts if have == v else _INFEASIBLE
@@ -235,8 +265,9 @@ class _Analysis:
                 return a if a == b else None
             return self._eval_bit(value.operands[1 if sel else 2], facts, bit, depth + 1)
         if isinstance(value, Operator) and len(value) == 1 and bit == 0:
-            if (id(value), 0) in facts:
-                return facts[(id(value), 0)]
+            key = (self._skey(value), 0)
+            if key in facts:
+                return facts[key]
             op, args = value.operator, value.operands
             vals = [self._eval_bit(a, facts, 0, depth + 1) if len(a) == 1 else None
                     for a in args]
@@ -252,7 +283,34 @@ class _Analysis:
                 if 1 in vals:
                     return 1
                 return 0 if all(x == 0 for x in vals) else None
+        if isinstance(value, Operator) and value.operator in _ARITH:
+            # A comparison or sum of narrow operands that the facts fix entirely (a FIFO's
+            # level known to be 0 makes `level != 0` known).
+            known = self._eval_value(value, facts, depth)
+            if known is not None:
+                return (known >> bit) & 1
         return None
+
+    def _eval_value(self, value, facts, depth=0):
+        """The whole (unsigned, at most 32-bit) value of ``value`` if ``facts`` fix it."""
+        if depth > 12 or len(value) > 32 or value.shape().signed:
+            return None
+        if isinstance(value, Operator) and value.operator in _ARITH:
+            args = []
+            for a in value.operands:
+                v = self._eval_value(a, facts, depth + 1)
+                if v is None:
+                    return None
+                args.append(v)
+            out = _ARITH[value.operator](*args)
+            return out & ((1 << len(value)) - 1)
+        out = 0
+        for bit in range(len(value)):
+            b = self._eval_bit(value, facts, bit, depth + 1)
+            if b is None:
+                return None
+            out |= b << bit
+        return out
 
     # -- taint ----------------------------------------------------------------------------
 
@@ -278,10 +336,11 @@ class _Analysis:
             k = id(value)
             if k in self.ff:
                 if k in self.dead:
-                    g = self.guard.get(k)
-                    # Without a guard yet: optimistic while the fixpoint runs (it ends only
-                    # once every dead flip-flop has a guard that passes).
-                    if g is None or facts.get((id(g), 0)) == 1:
+                    # Equal in both runs wherever one of its guards is known to be 1. Before
+                    # the analysis gives it guards (while guard candidates are picked) it
+                    # counts as equal: that only picks candidates, which the analysis checks.
+                    gs = self.guards.get(k)
+                    if gs is None or any(facts.get((id(g), 0)) == 1 for g in gs):
                         return frozenset()
                     return frozenset([k])
                 return frozenset()
@@ -316,7 +375,7 @@ class _Analysis:
                 out |= self.taint(a, facts)
             return out
         if isinstance(value, Slice):
-            return self.taint(value.value, facts)
+            return self._taint_range(value.value, value.start, value.stop, facts)
         if isinstance(value, Part):
             return self.taint(value.value, facts) | self.taint(value.offset, facts)
         if isinstance(value, Concat):
@@ -339,6 +398,67 @@ class _Analysis:
         for sig in value._rhs_signals():
             out |= self.taint(sig, facts)
         return frozenset(out)
+
+    def _taint_range(self, value, lo, hi, facts):
+        """The taint of bits ``lo:hi`` of ``value`` only: a struct field read out of a signal
+        that the other fields' drivers also drive is not tainted by them."""
+        if lo <= 0 and hi >= len(value):
+            return self.taint(value, facts)
+        facts = {k: v for k, v in facts.items() if k in self.bit_keys}
+        key = ("range", id(value), lo, hi, frozenset(facts.items()))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        self._memo[key] = frozenset()
+        out = self.__taint_range(value, lo, hi, facts)
+        self._memo[key] = out
+        return out
+
+    def __taint_range(self, value, lo, hi, facts):
+        if isinstance(value, Const):
+            return frozenset()
+        if isinstance(value, Slice):
+            return self._taint_range(value.value, value.start + lo, value.start + hi, facts)
+        if isinstance(value, Concat):
+            out, at = frozenset(), 0
+            for part in value.parts:
+                n = len(part)
+                if at < hi and lo < at + n:
+                    out |= self._taint_range(part, max(lo, at) - at, min(hi, at + n) - at,
+                                             facts)
+                at += n
+            return out
+        if isinstance(value, Signal) and id(value) not in self.ff and id(value) in self.comb:
+            out = frozenset()
+            for tests, lhs, rhs in self.comb[id(value)]:
+                if lhs is value:
+                    start, stop = 0, len(value)
+                elif isinstance(lhs, Slice) and lhs.value is value:
+                    start, stop = lhs.start, lhs.stop
+                else:
+                    start = stop = None
+                if start is not None and (stop <= lo or hi <= start):
+                    continue
+                f, t = self._path(tests, facts)
+                if f is _INFEASIBLE:
+                    continue
+                if start is None or rhs.shape().signed:
+                    out |= t | self.taint(rhs, f) | self._lhs_taint(lhs, f)
+                    continue
+                a, b = max(lo, start) - start, min(hi, stop) - start
+                if a >= len(rhs):
+                    out |= t            # zero extension: constant bits
+                    continue
+                out |= t | self._taint_range(rhs, a, min(b, len(rhs)), f)
+            return out
+        if isinstance(value, Operator) and value.operator in ("&", "|", "^", "~") \
+                and all(len(x) == len(value) and not x.shape().signed
+                        for x in value.operands) and len(value) > 1:
+            out = frozenset()
+            for x in value.operands:
+                out |= self._taint_range(x, lo, hi, facts)
+            return out
+        return self.taint(value, facts)
 
     def _lhs_taint(self, lhs, facts):
         if isinstance(lhs, Part):
@@ -444,7 +564,15 @@ class _Analysis:
             except _TooMany:
                 return False
             for facts, taken in paths:
-                if not self._path_end(taken, facts, gv, sig, g, 1):
+                if self._path_end(taken, facts, gv, sig, g, 1):
+                    continue
+                # ``k``'s other guards: where one is 1, ``k`` is equal in both runs (the
+                # invariant's other conjunct), so holding it keeps it equal (a register kept
+                # for a fill unit's beats as well as for the stage's own).
+                others = [h for h in self.guards.get(k) or () if h is not g
+                          and (id(h), 0) not in facts]
+                if not any(all(self._path_end(taken, self._add_fact(facts, h, 0, v), gv, sig,
+                                              g, 1) for v in (1, 0)) for h in others):
                     return False
         return True
 
@@ -494,20 +622,30 @@ class _Analysis:
         if facts is _INFEASIBLE:
             return True
         d_state = "hold"
+        if any(facts.get((id(h), 0)) == 1 for h in self.guards.get(id(sig)) or ()
+               if h is not g):
+            d_state = "clean"           # equal now (another guard is 1): holding keeps it
         g_state = "hold"
         covered = set()
         for who, lhs, rhs, dirty in taken:
             if who == "d":
                 t = dirty or (self.taint(rhs, facts) | self._lhs_taint(lhs, facts))
                 if t:
-                    if split and d_state != "dirty" and dirty is None and len(t) == 1:
-                        (e,) = t
-                        ge = self.guard.get(e)
-                        if ge is not None and (id(ge), 0) not in facts:
-                            return all(
-                                self._path_end(taken, self._add_fact(facts, ge, 0, v), gv,
-                                               sig, g, split - 1)
-                                for v in (1, 0))
+                    if split and d_state != "dirty" and dirty is None:
+                        # Split on a guard every tainting flip-flop shares (a stage's data
+                        # registers, all guarded by the stage's valid bit).
+                        common = None
+                        for e in t:
+                            ids = {id(x): x for x in self.guards.get(e) or ()}
+                            common = ids if common is None else \
+                                {i: x for i, x in common.items() if i in ids}
+                        for ge in (common or {}).values():
+                            if (id(ge), 0) in facts:
+                                continue
+                            if all(self._path_end(taken, self._add_fact(facts, ge, 0, v), gv,
+                                                  sig, g, split - 1)
+                                   for v in (1, 0)):
+                                return True
                     d_state = "dirty"
                 elif d_state != "dirty":
                     covered |= _covered(lhs, sig)
@@ -567,35 +705,95 @@ def _flatten(member, value, path):
 
 
 def _draining(a, bits):
-    """The bits of ``bits`` (1-bit flip-flops) fit to be guards: a bit that can clear while the
-    component is idle (no input stream offers a beat, every output stream is ready), and that
-    stays 0 while idle once all the kept bits are 0 (a greatest fixpoint). A sticky flag or a
-    packet-is-over bit set while idle is dropped: as a guard it would keep the boundary stop
-    waiting. This only picks guards; soundness does not rest on it (the stop waits for every
-    guard to be 0)."""
-    idle = {}
+    """The bits of ``bits`` (1-bit flip-flops) fit to be guards: the stage-valid and busy bits
+    that a drained component clears. A least fixpoint: with no input offered, every output
+    ready, every narrow counter and level at its reset value (a drained FIFO is empty) and
+    every bit already kept at 0, a bit is kept if it clears on some path and no path sets it.
+    A pipeline's first valid bit clears when nothing comes in, the next one then, and so on;
+    a stage's data bit (a leftover of the last packet, copied only from the previous stage's
+    data) and a sticky flag never qualify. Bits whose value comes from a configuration input
+    (a mode bit) are left out too. This only picks guards: soundness does not rest on it
+    (the stop waits for every guard to be 0), a wrong pick would make the stop wait."""
+    config, quiet = _quiet(a, bits=False)
+    reads = _signal_reads(a)
+    pool = []
+    for g in bits:
+        frag = a.ff[id(g)][1]
+        rhss = [rhs for _t, _l, rhs in a._sync_assigns(frag).get(id(g), ())]
+        if not any(reads(r) & config for r in rhss):
+            pool.append(g)
+    kept = []
+    while True:
+        facts = dict(quiet)
+        for g in kept:
+            facts[(id(g), 0)] = 0
+        more = [g for g in pool if not any(g is k for k in kept)
+                and _next_values(a, g, _with(facts, g, 0)) <= {0, "hold"}
+                and _next_values(a, g, _with(facts, g, 1)) & {0}]
+        if not more:
+            return kept
+        kept += more
+
+
+def _quiet(a, bits=True):
+    """``(config inputs, facts)``: the ids of the component's configuration inputs (every
+    input port outside its streams), and the facts of a quiet component: no input stream
+    offers a beat, every output stream is ready, every narrow multi-bit flip-flop (a FIFO
+    level, a pointer, a beat count, a stage's valid bit) is at its reset value (wide ones
+    are data)."""
+    quiet = {}
+    config = set()
     for name, member in a.component.signature.members.items():
+        port = getattr(a.component, name)
         if member.is_signature and isinstance(member.signature, stream.Signature) \
                 and not member.dimensions:
-            port = getattr(a.component, name)
             if member.flow == wiring.In:
-                idle = a._add_fact(idle, Value.cast(port.valid), 0, 0)
+                quiet = a._add_fact(quiet, Value.cast(port.valid), 0, 0)
             else:
-                idle = a._add_fact(idle, Value.cast(port.ready), 0, 1)
-    kept = list(bits)
-    while True:
-        drop = []
-        for g in kept:
-            others = idle
-            for h in kept:
-                if h is not g:
-                    others = a._add_fact(others, h, 0, 0)
-            if not (_next_values(a, g, a._add_fact(others, g, 0, 1)) & {0}
-                    and _next_values(a, g, a._add_fact(others, g, 0, 0)) <= {0, "hold"}):
-                drop.append(g)
-        if not drop:
-            return kept
-        kept = [g for g in kept if not any(g is d for d in drop)]
+                quiet = a._add_fact(quiet, Value.cast(port.ready), 0, 1)
+            continue
+        for _path, flow, leaf in _flatten(member, port, (name,)):
+            if flow == wiring.In:
+                config |= {id(x) for x in Value.cast(leaf)._rhs_signals()}
+    quiet = dict(quiet)
+    for _path, _frag, sig in a.inv.flip_flops:
+        # Flip-flops have no combinational driver to follow: their facts are plain entries.
+        if (1 < len(sig) <= 16) or (bits and len(sig) == 1):
+            for bit in range(len(sig)):
+                quiet[(id(sig), bit)] = (sig.init >> bit) & 1
+    return config, quiet
+
+
+def _with(facts, g, v):
+    """``facts`` with the 1-bit flip-flop ``g`` at ``v`` instead."""
+    return {**facts, (id(g), 0): v}
+
+
+def _signal_reads(a):
+    """``reads(value)``: the ids of the signals ``value`` reads that no combinational
+    statement drives (flip-flops and inputs), following combinational signals."""
+    memo = {}
+
+    def reads(value):
+        if isinstance(value, (Const, Initial)) or not hasattr(value, "shape"):
+            return frozenset()
+        hit = memo.get(id(value))
+        if hit is not None:
+            return hit
+        memo[id(value)] = frozenset()
+        out = set()
+        for sig in value._rhs_signals():
+            drivers = a.comb.get(id(sig))
+            if not drivers:
+                out.add(id(sig))
+                continue
+            for tests, _lhs, rhs in drivers:
+                out |= reads(rhs)
+                for switch, _k in tests:
+                    out |= reads(switch.test)
+        memo[id(value)] = out = frozenset(out)
+        return out
+    return reads
 
 
 def _next_values(a, g, facts):
@@ -609,81 +807,277 @@ def _next_values(a, g, facts):
         return {None}
     out = set()
     for f, taken in paths:
-        value = "hold"
+        values = {"hold"}
         for _who, lhs, rhs, _dirty in taken:
-            value = a._eval_bit(rhs, f) if lhs is g else None
-        out.add(value)
+            values = _bit_choices(a, rhs, f) if lhs is g else None
+            values = {None} if values is None else values
+        out |= values
     return out
 
 
+def _bit_choices(a, value, facts, depth=0):
+    """The values bit 0 of ``value`` may take under ``facts``: a set of 0 and 1 when every
+    choice is decided (a multiplexer whose select is unknown but whose inputs are known), or
+    None when it rests on something unknown (an input, a register's contents)."""
+    known = a._eval_bit(value, facts)
+    if known is not None:
+        return {known}
+    if depth > 8:
+        return None
+    if isinstance(value, Signal):
+        drivers = a.comb.get(id(value))
+        if drivers and len(drivers) == 1 and not drivers[0][0] and drivers[0][1] is value:
+            return _bit_choices(a, drivers[0][2], facts, depth + 1)
+        return None
+    if isinstance(value, Operator) and value.operator == "m":
+        out = set()
+        for v, branch in ((1, value.operands[1]), (0, value.operands[2])):
+            f = a._add_fact(facts, value.operands[0], 0, v)
+            if f is _INFEASIBLE:
+                continue
+            c = _bit_choices(a, branch, f, depth + 1)
+            if c is None:
+                return None
+            out |= c
+        return out
+    if isinstance(value, SwitchValue):
+        out = set()
+        patterns = [c[0] for c in value.cases]
+        for k, (_p, v) in enumerate(value.cases):
+            f = facts
+            for t, b, x in _pattern_facts(value.test, patterns, k):
+                f = a._add_fact(f, t, b, x)
+            if f is _INFEASIBLE:
+                continue
+            c = _bit_choices(a, v, f, depth + 1)
+            if c is None:
+                return None
+            out |= c
+        return out
+    return None
+
+
+def _ff_reads(a):
+    """``{id(flip-flop): set of flip-flop ids}``: what each flip-flop's next value reads
+    (through combinational signals, conditions included), and ``[(sink index, set)]`` for
+    the output and memory-port sinks of :meth:`_Analysis.sinks`."""
+    memo = {}
+
+    def reads(value):
+        if isinstance(value, (Const, Initial)) or not hasattr(value, "shape"):
+            return frozenset()
+        hit = memo.get(id(value))
+        if hit is not None:
+            return hit
+        memo[id(value)] = frozenset()           # a combinational loop adds nothing twice
+        out = set()
+        for sig in value._rhs_signals():
+            if id(sig) in a.ff:
+                out.add(id(sig))
+            for tests, lhs, rhs in a.comb.get(id(sig), ()):
+                out |= reads(rhs)
+                for switch, _k in tests:
+                    out |= reads(switch.test)
+                if isinstance(lhs, Part):
+                    out |= reads(lhs.offset)
+        memo[id(value)] = out = frozenset(out)
+        return out
+
+    nxt = {}
+    for k, (_path, frag, _sig) in a.ff.items():
+        out = set()
+        for tests, lhs, rhs in a._sync_assigns(frag).get(k, ()):
+            out |= reads(rhs)
+            for switch, _k in tests:
+                out |= reads(switch.test)
+            if isinstance(lhs, Part):
+                out |= reads(lhs.offset)
+        nxt[k] = out
+    sinks = [(n, reads(value)) for n, (_what, value, _f) in enumerate(a.sinks())
+             if not isinstance(value, tuple)]
+    return nxt, sinks
+
+
 def analyse(fragment, component, inventory, force_live=()):
-    """The :class:`Liveness` of ``inventory``'s flip-flops (see the module docstring)."""
+    """The :class:`Liveness` of ``inventory``'s flip-flops (see the module docstring).
+
+    Greedy, from the outputs back: every flip-flop starts live, and one at a time (in reverse
+    inventory order, so a pipeline's last stage goes before the stage that feeds it) each is
+    tried dead, with the guard candidates that pass (b). The trial re-checks whatever reads
+    it: the guards of dead flip-flops that read it (a guard dropped there re-checks what
+    reads that one in turn) and the sinks (live flip-flops' next values, outputs, memory
+    ports). It is kept only if every dead flip-flop keeps a guard and every sink stays
+    untainted, so the result is consistent after every step; otherwise everything the trial
+    changed is undone. Passes repeat until one makes no flip-flop dead: a flip-flop refused
+    early may pass once what reads it is dead and guarded."""
     a = _Analysis(fragment, component, inventory, force_live)
     bits = [sig for _path, _frag, sig in inventory.flip_flops
             if len(sig) == 1 and sig.init == 0 and id(sig) not in a.force_live]
     by_frag = {}
+    guard_ids = set()
     for sig in _draining(a, bits):
         by_frag.setdefault(id(a.ff[id(sig)][1]), []).append(sig)
+        guard_ids.add(id(sig))
 
     def candidates(k):
-        _p, frag, sig = a.ff[k]
-        cands = [g for g in by_frag.get(id(frag), []) if id(g) != k]
-        return sorted(cands, key=lambda g: ("valid" not in g.name, "busy" not in g.name))
+        _p, frag, _sig = a.ff[k]
+        return [g for g in by_frag.get(id(frag), []) if id(g) != k and id(g) not in a.dead]
 
-    order = {k: n for n, k in enumerate(a.ff)}
+    a.dead = set()
+    a.guards = {}
+    nxt, out_sinks = _ff_reads(a)
+    readers = {}
+    for k, rs in nxt.items():
+        for e in rs:
+            readers.setdefault(e, set()).add(k)
+    sink_readers = {}
+    all_sinks = a.sinks()
+    for n, rs in out_sinks:
+        for e in rs:
+            sink_readers.setdefault(e, []).append(n)
+    # Guard candidates are tried last, and only while no dead flip-flop uses them (a guard
+    # must be live); once dead, a candidate guards nothing more.
+    trial_order = [k for k in reversed(list(a.ff))
+                   if k not in a.force_live and k not in guard_ids]
+    trial_order += [k for k in reversed(list(a.ff))
+                    if k not in a.force_live and k in guard_ids]
 
-    def try_guard(k):
-        for cand in candidates(k):
-            was_dead = id(cand) in a.dead
-            a.dead.discard(id(cand))
-            a.guard[k] = cand
+
+    def trial(e):
+        a.dead.add(e)
+        # Its own guards, a greatest fixpoint: each guard's check may rest on the others
+        # (where another guard is 1 the register is equal, see check_dead).
+        guards = candidates(e)
+        while guards:
+            a.guards[e] = guards
             a._memo.clear()
-            if a.check_dead(k, cand):
-                a.guard.pop(id(cand), None)     # a guard is live
-                return True
-            a.guard.pop(k)
-            if was_dead:
-                a.dead.add(id(cand))
-        a._memo.clear()
-        return False
+            keep = [g for g in guards if a.check_dead(e, g)]
+            if len(keep) == len(guards):
+                break
+            guards = keep
+        if not guards:
+            a.guards.pop(e, None)
+            a.dead.discard(e)
+            a._memo.clear()
+            return "no guard keeps it"
+        a.guards[e] = guards
+        saved = {}
+        work = [e]
+        # A guard made dead guards nothing more.
+        for k, gs in list(a.guards.items()):
+            if k != e and any(x is a.ff[e][2] for x in gs):
+                saved[k] = gs
+                a.guards[k] = [x for x in gs if x is not a.ff[e][2]]
+                if not a.guards[k]:
+                    a.dead.discard(e)
+                    a.guards.pop(e, None)
+                    a.guards.update(saved)
+                    a._memo.clear()
+                    return f"it alone guards {_name(a, k)}"
+                work.append(k)
+        seen_sink = set()
+        why = None
+        while work and why is None:
+            x = work.pop()
+            a._memo.clear()
+            for k in readers.get(x, ()):
+                if k in a.dead:
+                    if k == e and x == e:
+                        continue
+                    keep = [g for g in a.guards[k] if a.check_dead(k, g)]
+                    if len(keep) != len(a.guards[k]):
+                        saved.setdefault(k, a.guards[k])
+                        a.guards[k] = keep
+                        if not keep:
+                            why = f"the guards of {_name(a, k)} fail"
+                            break
+                        work.append(k)
+                else:
+                    t = a.next_taint(k) & a.dead
+                    if t:
+                        why = f"reaches {_name(a, k)}'"
+                        break
+            if why is None:
+                for n in sink_readers.get(x, ()):
+                    if n in seen_sink:
+                        continue
+                    what, value, facts = all_sinks[n]
+                    if a.taint(value, facts) & a.dead:
+                        why = f"reaches {what}"
+                        break
+            if why is None and x == e:
+                # e's own guards may have rested on guards dropped since.
+                keep = [g for g in a.guards[e] if a.check_dead(e, g)]
+                if not keep:
+                    why = "no guard keeps it"
+                a.guards[e] = keep or a.guards[e]
+        if why is not None:
+            a.dead.discard(e)
+            a.guards.pop(e, None)
+            a.guards.update(saved)
+            a._memo.clear()
+        return why
 
     while True:
-        moved = False
-        # Guards, in rounds: a stage copying the previous stage's data finds its guard once
-        # the previous stage's data has one.
-        waiting = [k for k in sorted(a.dead, key=order.get)
-                   if not (a.guard.get(k) is not None and id(a.guard[k]) not in a.dead
-                           and a.check_dead(k, a.guard[k]))]
-        for k in waiting:
-            a.guard.pop(k, None)
-        a._memo.clear()
-        if waiting:
-            moved = True
-        waiting = [k for k in waiting if not try_guard(k)]
-        for k in waiting:
-            a.dead.discard(k)
-            a.why[k] = "no guard keeps it"
-            moved = True
-        a._memo.clear()
-        # (a): every sink untainted; what taints one is live.
-        blamed = set()
-        for what, value, facts in a.sinks():
-            t = a.next_taint(value[1]) if isinstance(value, tuple) else a.taint(value, facts)
-            for k in t & a.dead:
-                a.why.setdefault(k, f"reaches {what}")
-            blamed |= t
-        blamed &= a.dead
-        if blamed:
-            a.dead -= blamed
-            for k in blamed:
-                a.guard.pop(k, None)
-            a._memo.clear()
-            moved = True
-        if not moved:
+        made = 0
+        for e in trial_order:
+            if e in a.dead:
+                continue
+            why = trial(e)
+            if why is None:
+                made += 1
+                a.why.pop(e, None)
+            else:
+                a.why[e] = why
+        if not made:
             break
-    # Guards used by no dead flip-flop are live for their own sake.
+    # Fewer guards: every guard is a bit the stop waits for, so each one that the result can
+    # do without goes (dropped from every list, kept only if every dead flip-flop keeps a
+    # guard and everything still checks). The last ones tried are those most certain to
+    # clear in a drain.
+    _config, quiet = _quiet(a)
+    order = {k: n for n, k in enumerate(a.ff)}
+
+    def certain(g):
+        return _next_values(a, g, _with(quiet, g, 1)) & {0} and \
+            _next_values(a, g, _with(quiet, g, 0)) <= {0, "hold"}
+    used = {}
+    for gs in a.guards.values():
+        for g in gs:
+            used[id(g)] = g
+    for g in sorted(used.values(), key=lambda g: (bool(certain(g)), -order[id(g)])):
+        saved = {k: gs for k, gs in a.guards.items() if any(x is g for x in gs)}
+        if any(len(gs) == 1 for gs in saved.values()):
+            continue
+        for k in saved:
+            a.guards[k] = [x for x in saved[k] if x is not g]
+        a._memo.clear()
+        if not (all(a.check_dead(k, x) for k in a.dead for x in a.guards[k])
+                and _sinks_clean(a)):
+            a.guards.update(saved)
+    # A last full check: every dead flip-flop's guards and every sink, as the argument
+    # needs them (the trials checked only what each change could reach).
+    a._memo.clear()
+    for k in a.dead:
+        a.guards[k] = [g for g in a.guards[k] if a.check_dead(k, g)]
+        assert a.guards[k], f"liveness: {_name(a, k)} lost its guards"
+    for what, value, facts in a.sinks():
+        t = a.next_taint(value[1]) if isinstance(value, tuple) else a.taint(value, facts)
+        assert not (t & a.dead), f"liveness: {what} is tainted"
     live = [e for e in inventory.flip_flops if id(e[2]) not in a.dead]
     dead = [e for e in inventory.flip_flops if id(e[2]) in a.dead]
-    why = {".".join((*a.ff[k][0], a.ff[k][2].name)): r for k, r in a.why.items()
-           if k not in a.dead}
-    return Liveness(live, dead, {k: a.guard[k] for k in a.dead}, why)
+    why = {_name(a, k): r for k, r in a.why.items() if k not in a.dead}
+    return Liveness(live, dead, {k: a.guards[k] for k in a.dead}, why)
+
+
+def _sinks_clean(a):
+    for _what, value, facts in a.sinks():
+        t = a.next_taint(value[1]) if isinstance(value, tuple) else a.taint(value, facts)
+        if t & a.dead:
+            return False
+    return True
+
+
+def _name(a, k):
+    path, _frag, sig = a.ff[k]
+    return ".".join((*path, sig.name))

@@ -50,14 +50,18 @@ def _rtl_map(design, yieldable):
     frags = _by_path(design, inner)
     inv, smap = yieldable.inventory, yieldable.state_map
     items = iter(smap.items)
+    ports = iter(yieldable.read_port_signals)
     out = []
-    for path, _frag, sig in inv.flip_flops:
-        info = frags[path]
-        out.append(replace(next(items), rtl=(*info.name[1:], info.signal_names[sig])))
-    for sig in yieldable.read_port_signals:
-        out.append(replace(next(items), rtl=(*owner.name[1:], owner.signal_names[sig])))
-    for path, _mem in inv.memories:
-        out.append(replace(next(items), rtl=frags[path].name[1:]))
+    for entry in inv.layout():
+        kind, path = entry[0], entry[1]
+        if kind in ("ff", "trap"):
+            info = frags[path]
+            out.append(replace(next(items), rtl=(*info.name[1:], info.signal_names[entry[2]])))
+        elif kind == "rdport":
+            sig = next(ports)
+            out.append(replace(next(items), rtl=(*owner.name[1:], owner.signal_names[sig])))
+        else:
+            out.append(replace(next(items), rtl=frags[path].name[1:]))
     dead = []
     for entry, (path, _frag, sig) in zip(smap.dead, inv.dead):
         info = frags[path]

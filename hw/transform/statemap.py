@@ -3,13 +3,19 @@
 The state port is word-addressed (``word_width`` bits a word, 32 by default, the register bus
 width). The map lists three kinds of items, in address order:
 
-* ``ff``: a flip-flop register (an Amaranth ``Signal`` assigned in the ``sync`` domain),
-  ``words`` consecutive words from ``addr``, least significant word first;
+* ``ff``: a flip-flop register (an Amaranth ``Signal`` assigned in the ``sync`` domain);
 * ``rdport``: the data register of a synchronous memory read port (what the design sees on the
   port's ``data`` until its next read), so a restored design sees the same read data;
 * ``mem``: a memory, ``depth`` rows of ``width`` bits; row ``r`` occupies ``words`` words from
   ``addr + r * stride`` (``stride`` a power of two). A row is written by writing its words in
   order; the last word commits the row.
+
+The first ``scan_words`` words are the *scan chain*: flip-flops and read-port registers packed
+bit after bit, an item's bits from bit ``bit`` of the chain (word ``bit // word_width``), least
+significant first. The chain is reached in order only: a pass reads (or writes) its words from
+address 0 up, each one bus transaction. The traps' flip-flops follow, ``words`` words each from
+``addr``, reached by address. Software walks the whole map in :meth:`StateMap.addresses`
+order, which is the order the port's address moves on by itself.
 
 Names are hierarchical (``submodule.submodule.signal``, relative to the transformed component).
 ``rtl`` is the same item's name in the generated Verilog where it is known (a path of module
@@ -36,10 +42,16 @@ class StateItem:
     #: The value at reset: an int (a flip-flop, a read port's register), or a tuple of rows
     #: (a memory; ``()``: all rows 0).
     init: object = field(default=0, compare=False)
+    #: The first bit in the scan chain (-1: reached by address).
+    bit: int = -1
+
+    @property
+    def in_chain(self):
+        return self.bit >= 0
 
     @property
     def size(self):
-        """Words of address space the item takes."""
+        """Words of address space the item takes (its words, for one in the chain)."""
         return self.stride * self.depth if self.kind == "mem" else self.words
 
     @property
@@ -59,14 +71,20 @@ class StateMap:
     mode: str = "full"
     #: Bits of all the component's flip-flops (live or not; read-port registers not counted).
     all_flip_flop_bits: int = None
-    #: The flip-flops left out (boundary mode): ``{"name", "width", "guard", "rtl"}``, the
-    #: guard a live 1-bit flip-flop that is 0 at every boundary stop.
+    #: The flip-flops left out (boundary mode): ``{"name", "width", "guards", "rtl"}``, the
+    #: guards live 1-bit flip-flops that are 0 at every boundary stop.
     dead: list = field(default_factory=list)
+    #: Words of the scan chain, from address 0.
+    scan_words: int = 0
 
     @property
     def addr_width(self):
         end = max((i.addr + i.size for i in self.items), default=1)
-        return max(1, (end - 1).bit_length())
+        return max(1, (max(end, self.scan_words) - 1).bit_length())
+
+    @property
+    def chain_bits(self):
+        return sum(i.width for i in self.items if i.in_chain)
 
     @property
     def bits(self):
@@ -83,9 +101,12 @@ class StateMap:
         return sum(i.width for i in self.items if i.kind == "ff")
 
     def addresses(self):
-        """Every address that holds state, in the order a capture reads them."""
-        out = []
+        """Every address that holds state, in the order a capture reads them (the order the
+        port's address moves on in by itself)."""
+        out = list(range(self.scan_words))
         for item in self.items:
+            if item.in_chain:
+                continue
             if item.kind == "mem":
                 for row in range(item.depth):
                     base = item.addr + row * item.stride
@@ -96,14 +117,20 @@ class StateMap:
 
     @property
     def words(self):
-        return sum(i.words * i.depth for i in self.items)
+        return self.scan_words + sum(i.words * i.depth for i in self.items if not i.in_chain)
 
     def decode(self, words):
         """``{name: value}`` (a list of row values for memories) from a capture in
         :meth:`addresses` order."""
         it = iter(words)
+        chain = 0
+        for w in range(self.scan_words):
+            chain |= next(it) << (w * self.word_width)
         out = {}
         for item in self.items:
+            if item.in_chain:
+                out[item.name] = (chain >> item.bit) & ((1 << item.width) - 1)
+                continue
             rows = []
             for _ in range(item.depth):
                 value = 0
@@ -116,8 +143,14 @@ class StateMap:
     def encode(self, values):
         """The inverse of :meth:`decode`: words in :meth:`addresses` order."""
         mask = (1 << self.word_width) - 1
-        out = []
+        chain = 0
         for item in self.items:
+            if item.in_chain:
+                chain |= (values[item.name] & ((1 << item.width) - 1)) << item.bit
+        out = [(chain >> (w * self.word_width)) & mask for w in range(self.scan_words)]
+        for item in self.items:
+            if item.in_chain:
+                continue
             rows = values[item.name] if item.kind == "mem" else [values[item.name]]
             for value in rows:
                 out.extend((value >> (w * self.word_width)) & mask for w in range(item.words))
@@ -168,7 +201,8 @@ class StateMap:
                 "all_flip_flop_bits": (self.all_flip_flop_bits
                                        if self.all_flip_flop_bits is not None
                                        else self.live_bits),
-                "dead": [{**d, "rtl": list(d.get("rtl", ()))} for d in self.dead]}
+                "dead": [{**d, "rtl": list(d.get("rtl", ()))} for d in self.dead],
+                "scan_words": self.scan_words}
 
     @classmethod
     def from_json(cls, raw):
@@ -181,8 +215,10 @@ class StateMap:
                     for i in raw["items"]],
                    raw.get("traps", []), mode=raw.get("mode", "full"),
                    all_flip_flop_bits=raw.get("all_flip_flop_bits"),
-                   dead=[{**d, "rtl": tuple(d.get("rtl", ()))} for d in raw.get("dead", [])])
+                   dead=[{**d, "rtl": tuple(d.get("rtl", ()))} for d in raw.get("dead", [])],
+                   scan_words=raw.get("scan_words", 0))
 
     def same_layout(self, other):
         return (self.word_width == other.word_width and self.items == other.items
-                and self.traps == other.traps and self.mode == other.mode)
+                and self.traps == other.traps and self.mode == other.mode
+                and self.scan_words == other.scan_words)

@@ -1,36 +1,48 @@
 """The state-yielding transform: any Amaranth component, as written, made able to yield.
 
-``Yieldable(component)`` has the component's own ports plus ``yld``
-(:func:`YieldSignature`):
+``Yieldable(component)`` has the component's own ports plus ``yld`` (:func:`YieldSignature`):
 
 * **Stop and resume.** Hold ``stop`` high to stop. With ``at_boundary`` low the component
   freezes at once: it completes the current cycle and ``stopped`` rises on the next (stop
   latency 1 cycle). With ``at_boundary`` high it first stops accepting packets on its input
   streams at the next packet boundary, lets every packet it holds leave (one packet out per
   packet in, the NT contract's rule 1), then freezes. Drop ``stop`` to resume; the component
-  runs again on the next cycle.
-* **State port.** While ``stopped``, ``addr``/``read`` read a word of state (``rdata`` one cycle
-  later, one word a cycle) and ``addr``/``write``/``wdata`` write one. The words are laid out
-  by :class:`~.statemap.StateMap` (``Yieldable.state_map``): every flip-flop, every
-  synchronous read port's data register, every memory row. State accesses while running are
-  ignored.
+  runs again once its scan chain is home (at once, after a whole pass).
+* **State port.** While ``stopped``, the port has a current address: ``seek`` moves it to
+  ``addr``; ``rdata`` shows the word there one cycle after the address moved (a seek into the
+  scan chain turns the chain a word a cycle until the word is at its tail, and ``stopped`` is
+  low until then); ``next`` moves past it; ``write`` writes ``wdata`` there and moves past it. The address moves on in
+  the order of :meth:`~.statemap.StateMap.addresses`, so software reads or writes the whole
+  state with one seek and one strobe a word (one bus transaction a word through a register
+  file with access strobes). The words are laid out by :class:`~.statemap.StateMap`
+  (``Yieldable.state_map``). State accesses while running are ignored.
 
 How, in Synergy's terms (Landgraf et al., ASPLOS 2021, §4) but without its continuation
 transform: Synergy rewrites the design so every cycle can trap to software, which costs 3-4x in
-run-time speed. Here the design runs untouched while it runs. Freezing is a clock enable on
-every ``sync`` statement (the construction of Amaranth's ``EnableInserter``) and on every
-memory port; the streams' ``valid``/``ready`` are masked while frozen so no beat is offered or
-taken; state access appends, to each fragment that drives a flip-flop, an assignment from the
-state port that wins over the frozen value (in Amaranth the last assignment in a domain wins).
-Memories are reached through their own ports, multiplexed while frozen, so a block RAM stays a
-block RAM; a synchronous read port's data register is shadowed (``hold``) at the stop so using
-the port for the state port does not disturb what the design sees after it resumes.
+run-time speed. Here the design runs untouched while it runs. Freezing is a clock enable on the
+``sync`` statements (the construction of Amaranth's ``EnableInserter``) and on every memory
+port; the streams' ``valid``/``ready`` are masked while frozen so no beat is offered or taken.
 
-**Boundary state port** (``state="boundary"``): the map holds only the flip-flops live at a
-drained packet boundary (liveness.py), and each left out has a guard; every stop, whatever
+**The scan chain.** The flip-flops in the map (and the read ports' data registers) are one
+shift register, ``word_width`` bits wide, while frozen: each shift moves every word one place
+towards the tail (word 0) and takes a new word at the head, either the tail word (a rotation:
+reading) or ``wdata`` (writing). A pass of the chain's words reads or rewrites all of them and
+leaves the chain home. A flip-flop's only cost is a 2:1 multiplexer in front of it (its
+neighbour's value while shifting): no read multiplexer as wide as the state, no address
+decoder a word. Measured on the ECP5, the addressed port this replaces cost 1,700 more LUTs on
+the VLAN push NT for the read multiplexer alone, and a write multiplexer a bit on top. The
+traps' flip-flops stay addressed (software services one trap at a time). Memories are reached
+through their own ports, multiplexed while frozen, so a block RAM stays a block RAM; a
+synchronous read port's data register is shadowed (``hold``) at the stop so using the port for
+the state port does not disturb what the design sees after it resumes.
+
+**Boundary state** (``state="boundary"``, the default): the map holds only the flip-flops live
+at a drained packet boundary (liveness.py); each left out has guards; every stop, whatever
 ``at_boundary`` says, drains to a packet boundary and waits until every guard is 0, the premise
-of liveness.py's argument. Flip-flops left out get no write path and no read-mux input. The
-full port (``state="full"``, the default) keeps every flip-flop for immediate stops.
+of liveness.py's argument. Flip-flops left out are not in the chain and are not frozen: while
+the component is stopped they may change, which the argument allows (their guards stay 0).
+A component with ``Print`` traps freezes everything, since a trap stops it mid-packet. The
+full port (``state="full"``) keeps every flip-flop, for immediate stops.
 
 While frozen, the output streams withdraw ``valid`` (an offered beat is offered again, unchanged,
 after resume): this bends the stream contract's "valid stays until taken" rule, which only an
@@ -38,13 +50,13 @@ immediate stop does; the packet-boundary stop never has a beat on offer when it 
 """
 
 from amaranth.hdl import Cat, Const, Elaboratable, Fragment, Module, Mux, Signal
-from amaranth.hdl._ast import Switch, _StatementList
+from amaranth.hdl._ast import Assign, Switch, _StatementList
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .inventory import TransformError, rewrite_prints, take_inventory
 
-__all__ = ["Yieldable", "YieldSignature", "TransformError", "state_map_of"]
+__all__ = ["Yieldable", "YieldSignature", "TransformError", "state_map_of", "STATE_MODES"]
 
 PENDING_BITS = 16
 
@@ -55,8 +67,9 @@ def YieldSignature(addr_width, word_width=32):
         "at_boundary": In(1),
         "stopped": Out(1),
         "addr": In(addr_width),
-        "read": In(1),
+        "seek": In(1),
         "rdata": Out(word_width),
+        "next": In(1),
         "write": In(1),
         "wdata": In(word_width),
         "trapped": Out(1),
@@ -66,7 +79,7 @@ def YieldSignature(addr_width, word_width=32):
 STATE_MODES = ("full", "boundary")
 
 
-def state_map_of(component, word_width=32, state="full"):
+def state_map_of(component, word_width=32, state="boundary"):
     """The state map ``Yieldable(component, state=state)`` will have (elaborates
     ``component`` once)."""
     return _inventory(component, state)[0].state_map(word_width)
@@ -96,10 +109,57 @@ class _Elaborated(Elaboratable):
         return self.fragment
 
 
+def _split(stmts, frozen):
+    """``(frozen part, free part)`` of a statement list: the assignments to signals in
+    ``frozen`` (ids) and the others, each under the same conditions."""
+    def walk(stmts, keep):
+        out = []
+        for st in stmts:
+            if isinstance(st, Switch):
+                cases = [(patterns, walk(body, keep), loc) for patterns, body, loc in st.cases]
+                if any(body for _p, body, _l in cases):
+                    out.append(Switch(st.test, cases, src_loc=st.src_loc))
+            elif isinstance(st, Assign):
+                if keep(any(id(s) in frozen for s in st.lhs._lhs_signals())):
+                    out.append(st)
+            elif keep(True):        # anything else (a property) runs only while running
+                out.append(st)
+        return _StatementList(out)
+    return walk(stmts, lambda f: f), walk(stmts, lambda f: not f)
+
+
+def _frozen_set(fragments, live):
+    """The ids of the flip-flops to freeze: ``live``, plus every signal an assignment writes
+    together with one of them (a ``Cat`` on the left), until nothing more joins."""
+    frozen = set(live)
+    while True:
+        more = set()
+        for _path, f in fragments:
+            stmts = f.statements.get("sync")
+            if stmts is None:
+                continue
+            for st in _assigns(stmts):
+                ids = {id(s) for s in st.lhs._lhs_signals()}
+                if ids & frozen and not ids <= frozen:
+                    more |= ids - frozen
+        if not more:
+            return frozen
+        frozen |= more
+
+
+def _assigns(stmts):
+    for st in stmts:
+        if isinstance(st, Switch):
+            for _p, body, _l in st.cases:
+                yield from _assigns(body)
+        elif isinstance(st, Assign):
+            yield st
+
+
 class Yieldable(wiring.Component):
     """``component``, transformed. Attributes of the component stay reachable through it."""
 
-    def __init__(self, component, *, word_width=32, state="full"):
+    def __init__(self, component, *, word_width=32, state="boundary"):
         if not isinstance(component, wiring.Component):
             raise TransformError(f"{component!r} is not an amaranth.lib.wiring.Component")
         if "yld" in component.signature.members:
@@ -123,119 +183,197 @@ class Yieldable(wiring.Component):
         m = Module()
         W = self.word_width
         inv, frag, _plan = _inventory(self.component, self.state, self._plan, platform)
-        traps = inv.traps
         smap = inv.state_map(W)
         if not smap.same_layout(self.state_map):
             raise TransformError(f"{type(self.component).__name__} elaborated to different "
                                  f"state twice; its elaborate() must be repeatable")
         self.inventory = inv
         self.read_port_signals = []
+        traps = inv.traps
         y = self.yld
-        stopped = Signal()
-        run = Signal()
-        # A trap freezes the component on the cycle after its print executed (the arguments
-        # were latched at that edge) and holds it until software clears its `fired` flag.
+        S = smap.scan_words
+        aw = len(y.addr)
+
+        stopped = Signal()          # stopped by request or trap (the component is frozen)
         trapped = Signal()
         m.d.comb += trapped.eq(Cat(t.fired for t in traps).any() if traps else 0)
-        m.d.comb += [run.eq(~stopped & ~trapped), y.stopped.eq(stopped),
-                     y.trapped.eq(trapped)]
-        wr = Signal()
-        m.d.comb += wr.eq(y.write & stopped)
-        rd = y.read & stopped
+        pos = Signal(range(max(2, S)))      # the chain word now at the tail
+        cur = Signal(aw)                    # the state port's current address
+        home = Signal()
+        run = Signal()
+        m.d.comb += [home.eq(pos == 0), run.eq(~stopped & home & ~trapped)]
+        frozen = ~run
 
-        # Freeze: every sync statement of the component runs only while `run`.
+        # Freeze: the map's flip-flops (everything in full mode, or with traps, which stop
+        # mid-packet) run only while `run`; flip-flops left out run on (liveness.py).
+        if inv.mode == "full" or traps:
+            freeze = None
+        else:
+            freeze = _frozen_set(inv.fragments, {id(s) for _p, _f, s in inv.flip_flops})
         for _path, f in inv.fragments:
-            if "sync" in f.statements:
+            if "sync" not in f.statements:
+                continue
+            stmts = f.statements["sync"]
+            if freeze is None:
+                f.statements["sync"] = _StatementList([Switch(run, [(1, stmts, None)])])
+            else:
+                kept, free = _split(stmts, freeze)
                 f.statements["sync"] = _StatementList(
-                    [Switch(run, [(1, f.statements["sync"], None)])])
+                    [Switch(run, [(1, kept, None)]), *free] if kept else [*free])
 
-        items = iter(smap.items)
-        words = []              # (address, value slice) of every register word, for reads
-        # Register words (flip-flops, then read-port registers) take addresses 0..n-1: a
-        # write selects one through one-hot decodes of 4-bit address digits (one small AND a
-        # word instead of a full address compare). Reads stay a flat case: measured on the
-        # VLAN push NT (ECP5), a binary mux tree of the address bits took 1,700 LUTs more.
-        n_regs = sum(i.words for i in smap.items if i.kind != "mem")
-        levels = max(1, (n_regs - 1).bit_length())
-        aw = len(y.addr)
-        reg_wr = Signal()
-        m.d.comb += reg_wr.eq(wr & (y.addr[levels:] == 0) if aw > levels else wr)
-        digits = []
-        for lo in range(0, levels, 4):
-            hi = min(levels, lo + 4)
-            onehot = Signal(1 << (hi - lo), name=f"state_addr_{lo}_onehot")
-            m.d.comb += onehot.eq(Cat(y.addr[lo:hi] == k for k in range(1 << (hi - lo))))
-            digits.append((lo, hi, onehot))
+        layout = inv.layout()
+        items = dict(zip(map(id, layout), smap.items))
 
-        def hit(addr):
-            h = Signal(name=f"state_write_{addr}")
-            m.d.comb += h.eq(reg_wr & Cat(onehot[(addr >> lo) & ((1 << (hi - lo)) - 1)]
-                                          for lo, hi, onehot in digits).all())
-            return h
+        # -- the read ports' data registers, shadowed at the stop --------------------------
+        holds = {}      # id(layout entry) -> hold signal (a chain member)
+        for entry in layout:
+            if entry[0] != "rdport":
+                continue
+            _kind, _path, mem, k = entry
+            port = mem._read_ports[k]
+            seen = port._data
+            if not isinstance(seen, Signal):
+                raise TransformError(f"{items[id(entry)].name}: read data is not a plain "
+                                     f"signal")
+            raw = Signal(len(seen), name=f"{seen.name}_raw")
+            hold = Signal(len(seen), name=f"{seen.name}_hold")
+            held = Signal(name=f"{seen.name}_held")
+            port._data = raw
+            self.read_port_signals.append(seen)
+            m.d.comb += seen.eq(Mux(held, hold, raw))
+            with m.If(run):
+                with m.If(port._en):
+                    m.d.sync += held.eq(0)
+            with m.Elif(~held):
+                m.d.sync += [hold.eq(raw), held.eq(1)]
+            holds[id(entry)] = hold
 
-        # Flip-flops: writes go into the fragment that drives the signal.
-        by_fragment = {}
-        for path, f, sig in inv.flip_flops:
-            item = next(items)
-            by_fragment.setdefault(id(f), (f, []))[1].append((item, sig))
-        for f, entries in by_fragment.values():
-            scratch = Module()
-            for item, sig in entries:
-                for w in range(item.words):
-                    lo, hi = w * W, min(len(sig), (w + 1) * W)
-                    words.append((item.addr + w, sig[lo:hi]))
-                    with scratch.If(hit(item.addr + w)):
-                        scratch.d.sync += sig[lo:hi].eq(y.wdata[:hi - lo])
-            f.add_statements("sync", *Fragment.get(scratch, None).statements["sync"])
+        # -- the scan chain --------------------------------------------------------------
+        bits = []       # the chain, bit by bit from the tail: (signal, bit)
+        for entry in layout:
+            if entry[0] == "ff":
+                bits += [(entry[2], b) for b in range(len(entry[2]))]
+            elif entry[0] == "rdport":
+                bits += [(holds[id(entry)], b) for b in range(len(holds[id(entry)]))]
+        in_scan = Signal()
+        shift = Signal()
+        shift_in = Signal()
+        in_word = Signal(W)
+        tail = Signal(W)
+        if S:
+            if len(bits) < S * W:
+                pad = Signal(S * W - len(bits), name="scan_pad")
+                bits += [(pad, b) for b in range(len(pad))]
+            m.d.comb += tail.eq(Cat(s[b] for s, b in bits[:W]))
+            # A flip-flop takes, while shifting, the bits one word closer to the head.
+            sources = [s[b] for s, b in bits[W:]] + [in_word[b] for b in range(W)]
+            by_signal = {}
+            for n, (sig, b) in enumerate(bits):
+                by_signal.setdefault(id(sig), (sig, {}))[1][b] = sources[n]
+            owner = {id(sig): f for _path, f, sig in inv.flip_flops}
+            for sig, srcs in by_signal.values():
+                value = Cat(srcs[b] for b in range(len(sig)))
+                if id(sig) in owner:
+                    scratch = Module()
+                    with scratch.If(shift):
+                        scratch.d.sync += sig.eq(value)
+                    owner[id(sig)].add_statements(
+                        "sync", *Fragment.get(scratch, None).statements["sync"])
+                else:
+                    with m.If(shift):
+                        m.d.sync += sig.eq(value)
+            # The tail sits where the current address wants it while stopped; home (word 0
+            # at the tail) otherwise, which the component needs to run.
+            target = Signal.like(pos)
+            # A write shifts wdata in as the tail word leaves; `next` rotates the tail word
+            # to the head at once; a seek rotates a word a cycle until the tail is there.
+            m.d.comb += [
+                in_scan.eq(cur < S),
+                target.eq(Mux(stopped & in_scan, cur, 0)),
+                shift_in.eq(y.write & ~y.seek & stopped & in_scan & (pos == cur)),
+                shift.eq(shift_in | (pos != target)
+                         | (y.next & ~y.seek & stopped & in_scan & (pos == cur))),
+                in_word.eq(Mux(shift_in, y.wdata, tail)),
+            ]
+            with m.If(shift):
+                m.d.sync += pos.eq(Mux(pos == S - 1, 0, pos + 1))
+        ready = Signal()
+        m.d.comb += ready.eq(pos == Mux(stopped & in_scan, cur, 0) if S else 1)
 
-        # Synchronous read ports: shadow the data register (see the module docstring).
-        for _path, mem in inv.memories:
-            for port in mem._read_ports:
-                if port._domain == "comb":
-                    continue
-                item = next(items)
-                seen = port._data
-                if not isinstance(seen, Signal):
-                    raise TransformError(f"{item.name}: read data is not a plain signal")
-                raw = Signal(len(seen), name=f"{seen.name}_raw")
-                hold = Signal(len(seen), name=f"{seen.name}_hold")
-                held = Signal(name=f"{seen.name}_held")
-                port._data = raw
-                self.read_port_signals.append(seen)
-                m.d.comb += seen.eq(Mux(held, hold, raw))
-                own_en = port._en
-                with m.If(run):
-                    with m.If(own_en):
-                        m.d.sync += held.eq(0)
-                with m.Elif(~held):
-                    m.d.sync += [hold.eq(raw), held.eq(1)]
-                for w in range(item.words):
-                    lo, hi = w * W, min(len(seen), (w + 1) * W)
-                    words.append((item.addr + w, seen[lo:hi]))
-                    with m.If(hit(item.addr + w)):
-                        m.d.sync += [hold[lo:hi].eq(y.wdata[:hi - lo]), held.eq(1)]
-
-        # Memories: reached through their own ports while frozen.
-        rdata_regs = Signal(W)
-        word = Signal(W)
-        with m.Switch(y.addr):
-            for addr, value in words:
-                with m.Case(addr):
-                    m.d.comb += word.eq(value)
-        m.d.sync += rdata_regs.eq(word)
-        rdata = rdata_regs
-        max_row_words = max((i.words for i in smap.items if i.kind == "mem"), default=1)
-        rowbuf = Signal(max(1, (max_row_words - 1) * W))
-        for _path, mem in inv.memories:
-            item = next(items)
+        # -- the address ---------------------------------------------------------------------
+        # Regions in map order: the chain, the traps' words, each memory; the address moves
+        # from the end of one to the start of the next, and from the last back to 0.
+        trap_items = [items[id(e)] for e in layout if e[0] == "trap"]
+        mem_entries = [e for e in layout if e[0] == "mem"]
+        starts = ([0] if S else []) + ([trap_items[0].addr] if trap_items else []) + \
+            [items[id(e)].addr for e in mem_entries]
+        succ = Signal(aw)
+        m.d.comb += succ.eq(cur + 1)
+        region_ends = []
+        if S:
+            region_ends.append(S - 1)
+        if trap_items:
+            region_ends.append(trap_items[-1].addr + trap_items[-1].words - 1)
+        for n, end in enumerate(region_ends):
+            with m.If(cur == end):
+                m.d.comb += succ.eq(starts[n + 1] if n + 1 < len(starts) else 0)
+        mem_hits = {}
+        for n, entry in enumerate(mem_entries):
+            item = items[id(entry)]
             row_bits = (item.stride - 1).bit_length()
             size_bits = (item.size - 1).bit_length()
-            hit = Signal(name=f"hit_{len(words)}_{item.addr}")
-            m.d.comb += hit.eq((y.addr[size_bits:] == (item.addr >> size_bits))
+            hit = Signal(name=f"state_mem{n}_hit")
+            m.d.comb += hit.eq((cur[size_bits:] == (item.addr >> size_bits))
                                if aw > size_bits else 1)
-            row = y.addr[row_bits:size_bits]
-            sel = y.addr[:row_bits]
-            # Read.
+            row, sel = cur[row_bits:size_bits], cur[:row_bits]
+            mem_hits[id(entry)] = (hit, row, sel, row_bits)
+            after = starts[len(starts) - len(mem_entries) + n + 1] \
+                if n + 1 < len(mem_entries) else 0
+            with m.If(hit & (sel == item.words - 1)):
+                with m.If(row == item.depth - 1):
+                    m.d.comb += succ.eq(after)
+                with m.Else():
+                    m.d.comb += succ.eq(item.addr + ((row + 1) << row_bits))
+        with m.If(stopped):
+            with m.If(y.seek):
+                m.d.sync += cur.eq(y.addr)
+            with m.Elif((y.write | y.next) & ready):
+                m.d.sync += cur.eq(succ)
+
+        # -- the traps' words, by address -----------------------------------------------------
+        wr = Signal()
+        m.d.comb += wr.eq(y.write & stopped & ready)
+        word = Signal(W)
+        m.d.comb += word.eq(tail)
+        trap_words = []
+        for entry in layout:
+            if entry[0] != "trap":
+                continue
+            item, sig = items[id(entry)], entry[2]
+            scratch = Module()
+            for w in range(item.words):
+                lo, hi = w * W, min(len(sig), (w + 1) * W)
+                trap_words.append((item.addr + w, sig[lo:hi]))
+                with scratch.If(wr & (cur == item.addr + w)):
+                    scratch.d.sync += sig[lo:hi].eq(y.wdata[:hi - lo])
+            owner = next(f for _p, f, s in inv.flip_flops if s is sig)
+            owner.add_statements("sync", *Fragment.get(scratch, None).statements["sync"])
+        if trap_words:
+            with m.Switch(cur):
+                for addr, value in trap_words:
+                    with m.Case(addr):
+                        m.d.comb += word.eq(value)
+
+        # -- memories, through their own ports -----------------------------------------------
+        rdata = Signal(W)
+        m.d.sync += rdata.eq(word)
+        out = rdata
+        max_row_words = max((items[id(e)].words for e in mem_entries), default=1)
+        rowbuf = Signal(max(1, (max_row_words - 1) * W))
+        for entry in mem_entries:
+            _kind, _path, mem = entry
+            item = items[id(entry)]
+            hit, row, sel, row_bits = mem_hits[id(entry)]
             sync_ports = [p for p in mem._read_ports if p._domain != "comb"]
             comb_ports = [p for p in mem._read_ports if p._domain == "comb"]
             if sync_ports:
@@ -248,18 +386,18 @@ class Yieldable(wiring.Component):
             else:
                 raise TransformError(f"memory {item.name} has no read port")
             for port in sync_ports:
-                mine = rd & hit if port is chosen else Const(0)
+                mine = (stopped & hit) if port is chosen else Const(0)
                 port._en = Mux(run, port._en, mine)
             chosen._addr = Mux(run, chosen._addr, row)
             hit_q, sel_q = Signal(name=f"hit_q_{item.addr}"), Signal(max(1, row_bits))
-            m.d.sync += [hit_q.eq(rd & hit), sel_q.eq(sel)]
+            m.d.sync += [hit_q.eq(hit), sel_q.eq(sel)]
             selected = Signal(W, name=f"mem_word_{item.addr}")
             with m.Switch(sel_q):
                 for w in range(item.words):
                     lo, hi = w * W, min(item.width, (w + 1) * W)
                     with m.Case(w):
                         m.d.comb += selected.eq(row_data[lo:hi])
-            rdata = Mux(hit_q, selected, rdata)
+            out = Mux(hit_q, selected, out)
             # Write: words before the last go to the row buffer, the last commits the row.
             if mem._write_ports:
                 port = mem._write_ports[0]
@@ -277,7 +415,7 @@ class Yieldable(wiring.Component):
                 port._en = Mux(run, port._en, commit.replicate(len(port._en)))
                 for other in mem._write_ports[1:]:
                     other._en = Mux(run, other._en, Const(0, len(other._en)))
-        m.d.comb += y.rdata.eq(rdata)
+        m.d.comb += [y.rdata.eq(out), y.stopped.eq(stopped & ready), y.trapped.eq(trapped)]
 
         self._connect_ports(m, run, stopped, trapped, inv.guard_signals())
         m.submodules.inner = _Elaborated(frag)

@@ -27,7 +27,7 @@ TIMEOUT_US = 200
 
 # RW registers of the test block and the top-level port that shows each one.
 RW_PORTS = {("test", "control"): "control_out", ("test", "mode"): "mode_out",
-            ("test", "limit"): "limit_out"}
+            ("test", "limit"): "limit_out", ("test", "push"): "push_out"}
 
 
 def cycles_step_count(value):
@@ -50,6 +50,7 @@ class CsrTb:
         self.model.set_input("id", "build", BUILD_ID)
         self.words = self.model.words
         self.kicks = []
+        self.strobes = []
         Clock(dut.clk, 4, unit="ns").start()
         self.bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", reset=dut.rst)
         # cocotbext-axi logs every transfer at INFO; thousands of lines hide the failure.
@@ -60,6 +61,7 @@ class CsrTb:
         self.dut.rst.value = 1
         self.dut.status_in.value = 0
         self.dut.flags_in.value = 0
+        self.dut.pop_in.value = 0
         await ClockCycles(self.dut.clk, 4)
         self.dut.rst.value = 0
         await RisingEdge(self.dut.clk)
@@ -72,6 +74,12 @@ class CsrTb:
             value = int(self.dut.kick_out.value)
             if value:
                 self.kicks.append(value)
+            # An access strobe comes with the register's value after the access: a pushed
+            # value is in place when its strobe pulses, a popped one still shows.
+            if int(self.dut.pop_stb_out.value):
+                self.strobes.append(("pop_stb", int(self.dut.pop_in.value)))
+            if int(self.dut.push_stb_out.value):
+                self.strobes.append(("push_stb", int(self.dut.push_out.value)))
 
     def backpressure(self, probability):
         """Random pauses on every channel: valid gaps on AW/W/AR, ready gaps on B/R."""
@@ -91,6 +99,9 @@ class CsrTb:
         self.dut.flags_in.value = flags
         self.model.set_input("test", "status", status)
         self.model.set_input("test", "flags", flags)
+        pop = self.rng.getrandbits(16)
+        self.dut.pop_in.value = pop
+        self.model.set_input("test", "pop", pop)
 
     def check_outputs(self):
         for (block, reg), port in RW_PORTS.items():
@@ -99,8 +110,11 @@ class CsrTb:
                 f"{port} = {got:#x}, model {self.model.get(block, reg):#x}")
 
     def check_kicks(self):
-        expected = [bits for block, reg, bits in self.model.pulses]
+        expected = [bits for block, reg, bits in self.model.pulses if reg == "kick"]
         assert self.kicks == expected, f"kick strobes {self.kicks}, model {expected}"
+        expected = [(reg, value) for block, reg, value in self.model.pulses
+                    if reg.endswith("_stb")]
+        assert self.strobes == expected, f"access strobes {self.strobes}, model {expected}"
 
     def random_address(self):
         choice = self.rng.random()

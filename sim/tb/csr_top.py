@@ -29,7 +29,7 @@ def csr_test_map():
             Register("build", 32, R, doc="Build identifier"),
             Register("scratch", 32, RW, reset=0x5A5A_5A5A, doc="Free for software"),
         ], doc="Identifies the design"),
-        RegisterBlock("test", 0x54455354, 0x0001_0002, [
+        RegisterBlock("test", 0x54455354, 0x0001_0003, [
             Register("status", 32, R, doc="Driven by the status_in port"),
             Register("flags", 7, R, doc="Driven by the flags_in port"),
             Register("cycles", 64, R, doc="Free-running counter"),
@@ -37,6 +37,8 @@ def csr_test_map():
             Register("mode", 12, RW, reset=0x5A5),
             Register("limit", 64, RW, reset=0x0123_4567_89AB_CDEF),
             Register("kick", 8, W1P, doc="One strobe per bit on kick_out"),
+            Register("pop", 16, R, strobe=True, doc="Driven by pop_in; a read strobes"),
+            Register("push", 16, RW, strobe=True, doc="A write strobes, the value in place"),
         ], doc="Register file test block"),
     ])
 
@@ -50,6 +52,10 @@ class CsrTop(wiring.Component):
     limit_out: Out(64)
     kick_out: Out(8)
     cycles_out: Out(64)
+    pop_in: In(16)
+    push_out: Out(16)
+    pop_stb_out: Out(1)
+    push_stb_out: Out(1)
 
     def elaborate(self, platform):
         m = Module()
@@ -69,5 +75,9 @@ class CsrTop(wiring.Component):
             self.limit_out.eq(regfile.field("test", "limit")),
             self.kick_out.eq(regfile.field("test", "kick")),
             self.cycles_out.eq(cycles),
+            regfile.field("test", "pop").eq(self.pop_in),
+            self.push_out.eq(regfile.field("test", "push")),
+            self.pop_stb_out.eq(regfile.field("test", "pop_stb")),
+            self.push_stb_out.eq(regfile.field("test", "push_stb")),
         ]
         return m

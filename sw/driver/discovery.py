@@ -22,7 +22,7 @@ KNOWN_BLOCKS = {
     0x53434844: ("scheduler", (1,)),   # 'SCHD': tenant queues and the central scheduler
     0x53544F52: ("store", (1,)),     # 'STOR': packet store and region occupancy
     0x45475253: ("egress", (1,)),    # 'EGRS': egress counters per tenant
-    0x5245474E: ("region", (1,)),    # 'REGN': a region and its personalities
+    0x5245474E: ("region", (2,)),    # 'REGN': a region and its personalities
     0x4348414E: ("chain", (1,)),     # 'CHAN': single-tenant chain egress counters
 }
 

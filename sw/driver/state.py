@@ -95,14 +95,24 @@ class RegionState:
         name = self.names[await self._read("state_select")]
 
         async def read_word(addr):
-            await self._write("state_addr", addr)
+            await self._go(addr, "servicing its traps")
             return await self._read("state_rdata")
 
         async def write_word(addr, value):
-            await self._write("state_addr", addr)
+            await self._go(addr, "servicing its traps")
             await self._write("state_wdata", value)
-            await self._write("state_write", 1)
         return await service_traps(self.maps[name], read_word, write_word)
+
+    async def _go(self, addr, what):
+        """Move the state port to ``addr`` and wait until it is there (the scan chain turns
+        a word a cycle to a word in its middle; from a pass's end to its start it is home)."""
+        await self._write("state_addr", addr)
+        deadline = time.monotonic() + self.timeout
+        while not await self.stopped():
+            if time.monotonic() > deadline:
+                raise StateError(f"region {self.region} stopped being stopped while "
+                                 f"{what} (was it resumed?)")
+            await self.wait()
 
     async def _require_stopped(self, what):
         if not await self.stopped():
@@ -117,10 +127,12 @@ class RegionState:
             raise StateError(f"region {self.region} ({name}) stopped on a Print trap, not at "
                              f"a packet boundary: its boundary state map is not all its state "
                              f"there; service the trap and suspend again")
-        words = []
-        for addr in smap.addresses():
-            await self._write("state_addr", addr)
-            words.append(await self._read("state_rdata"))
+        # One move to the first address, then one read a word: the port moves on by itself
+        # in the map's address order.
+        addrs = smap.addresses()
+        if addrs:
+            await self._go(addrs[0], "capturing its state")
+        words = [await self._read("state_rdata") for _ in addrs]
         return {"region": self.region, "personality": name, "build_id": self.build_id,
                 "words": words, "values": _jsonable(smap.decode(words))}
 
@@ -139,10 +151,10 @@ class RegionState:
         if len(words) != len(addrs):
             raise StateError(f"the snapshot has {len(words)} words, the state map "
                              f"{len(addrs)}")
-        for addr, word in zip(addrs, words):
-            await self._write("state_addr", addr)
+        if addrs:
+            await self._go(addrs[0], "restoring its state")
+        for word in words:
             await self._write("state_wdata", word)
-            await self._write("state_write", 1)
 
     def _chain_model(self, name, spec=None):
         from ..hw.chain.spec import load_chain
@@ -185,7 +197,8 @@ async def service_traps(smap, read_word, write_word):
     so the component runs on once nothing else holds it. ``read_word(addr)`` and
     ``write_word(addr, value)`` are coroutines reaching the stopped component's state port."""
     items = {item.name: item for item in smap.items}
-    messages = []
+    messages, fired_addrs = [], []
+    # Every trap's flag and values first: clearing the last flag set lets the component run.
     for trap in smap.traps:
         fired = items[trap["fired"]]
         if not await read_word(fired.addr):
@@ -195,7 +208,9 @@ async def service_traps(smap, read_word, write_word):
         for w in range(held.words):
             value |= await read_word(held.addr + w) << (w * smap.word_width)
         messages.append(smap.format_trap(trap, {trap["values"]: value}))
-        await write_word(fired.addr, 0)
+        fired_addrs.append(fired.addr)
+    for addr in fired_addrs:
+        await write_word(addr, 0)
     return messages
 
 

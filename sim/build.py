@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
+from ..hw.cache import cache_root
+
 from .toolchain import ensure_verilator
 
 __all__ = ["cache_root", "generated_design", "generated_component", "build_simulator",
@@ -27,10 +29,6 @@ __all__ = ["cache_root", "generated_design", "generated_component", "build_simul
 VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0"]
 
 
-def cache_root() -> Path:
-    root = Path(os.environ.get("SNIC_CACHE", Path.home() / ".cache" / "supernic"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 @contextmanager

@@ -9,12 +9,17 @@ This walks Amaranth 0.5's fragment tree (``Fragment.subfragments``, ``MemoryInst
 which is not public API; pyproject pins ``amaranth==0.5.*`` for that reason.
 """
 
+import json
+import os
 from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Fragment, Print, Shape, Signal, Value
 from amaranth.hdl._ast import Switch, _StatementList
 from amaranth.hdl._mem import MemoryInstance
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
+from ..cache import cache_root
+from .fingerprint import fingerprint
 from .statemap import StateItem, StateMap
 
 __all__ = ["Inventory", "take_inventory", "TransformError", "Trap", "rewrite_prints"]
@@ -94,34 +99,72 @@ class Inventory:
     mode: str = "full"
     dead: list = ()          # [(path, Fragment, Signal)] flip-flops left out of the map
     guards: dict = None      # {id(dead signal): [guard Signals]}
+    #: ``{id(MemoryInstance): parent Fragment}``: where each memory's ports are driven.
+    memory_parents: dict = None
+    #: ``{(memory index, read port index): [guard Signals]}``: read ports whose data
+    #: register is left out (dead at a boundary).
+    dead_rdports: dict = None
+    #: ``[(path, Fragment, Signal)]``: configuration flip-flops, left out of the map: they
+    #: hold what the configuration registers wrote, which rewriting them restores.
+    config: list = ()
+    #: Indices (in ``memories``) of memories left out of the map: configuration memories,
+    #: and the storage of ``amaranth.lib.fifo`` FIFOs (``fifo_levels``).
+    memories_out: frozenset = frozenset()
+    #: ``{memory index: level Signal}``: the storage of an ``amaranth.lib.fifo`` FIFO and the
+    #: FIFO's ``level``, which every boundary stop waits to be 0.
+    fifo_levels: dict = None
+    #: ``[(path, Fragment, Signal)]``: command flags (in the map): raised by a configuration
+    #: strobe, they ask for configuration writes, so they run while configuration does.
+    commands: list = ()
 
     def keep_live(self, component, fragment):
         """Leave out of the map the flip-flops that are dead at a drained packet boundary
         (see liveness.py); the traps' flip-flops always stay. Returns the plan
         (:meth:`apply_plan` repeats it on another elaboration of the same component)."""
-        from .liveness import analyse
         force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
+        key = fingerprint(fragment, component, force)
+        cached = cache_root() / "liveness" / f"{key}.json"
+        if cached.exists():
+            plan = _plan_from_json(json.loads(cached.read_text()))
+            self.apply_plan(plan)
+            return plan
+        from .liveness import analyse
         lv = analyse(fragment, component, self, force)
         index = {id(sig): n for n, (_p, _f, sig) in enumerate(self.flip_flops)}
+        # A component with traps stops mid-packet and frozen whole: its configuration stays
+        # in the map (it could not be rewritten while stopped).
+        config = () if self.traps else lv.config
         plan = (tuple(index[id(sig)] for _p, _f, sig in lv.dead),
                 {index[k]: tuple(index[id(g)] for g in gs) for k, gs in lv.guards.items()},
-                lv.why)
+                lv.why,
+                {port: tuple(index[id(g)] for g in gs) for port, gs in lv.dead_rdports.items()},
+                tuple(index[id(sig)] for _p, _f, sig in config),
+                frozenset() if self.traps else frozenset(lv.config_memories),
+                () if self.traps else tuple(index[id(sig)] for _p, _f, sig in lv.commands))
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(_plan_to_json(plan)))
+        partial.replace(cached)         # atomic: a parallel reader never sees half a file
         self.apply_plan(plan)
         return plan
 
     def apply_plan(self, plan):
-        dead_idx, guard_idx, _why = plan
+        dead_idx, guard_idx, _why, port_idx, config_idx, config_mems, command_idx = plan
         every = self.flip_flops
-        dead = set(dead_idx)
-        self.flip_flops = [e for n, e in enumerate(every) if n not in dead]
+        self.commands = [every[n] for n in command_idx]
+        out = set(dead_idx) | set(config_idx)
+        self.flip_flops = [e for n, e in enumerate(every) if n not in out]
         self.dead = [every[n] for n in dead_idx]
+        self.config = [every[n] for n in config_idx]
         self.guards = {id(every[n][2]): [every[g][2] for g in gs]
                        for n, gs in guard_idx.items()}
+        self.dead_rdports = {port: [every[g][2] for g in gs] for port, gs in port_idx.items()}
+        self.memories_out = frozenset(config_mems) | frozenset(self.fifo_levels or {})
         self.mode = "boundary"
 
     def guard_signals(self):
         out = {}
-        for gs in (self.guards or {}).values():
+        for gs in [*(self.guards or {}).values(), *(self.dead_rdports or {}).values()]:
             for g in gs:
                 out[id(g)] = g
         return list(out.values())
@@ -142,12 +185,21 @@ class Inventory:
         flip-flops (by address), ``("mem", path, memory)``."""
         traps = self.trap_signals()
         out = [("ff", path, sig) for path, _f, sig in self.flip_flops if id(sig) not in traps]
-        for path, mem in self.memories:
+        for n, (path, mem) in enumerate(self.memories):
             for k, port in enumerate(mem._read_ports):
-                if port._domain != "comb":
+                if port._domain != "comb" and (n, k) not in (self.dead_rdports or {}):
                     out.append(("rdport", path, mem, k))
         out += [("trap", path, sig) for path, _f, sig in self.flip_flops if id(sig) in traps]
-        out += [("mem", path, mem) for path, mem in self.memories]
+        out += [("mem", path, mem) for n, (path, mem) in enumerate(self.memories)
+                if n not in self.memories_out]
+        return out
+
+    def stop_conditions(self):
+        """What every boundary stop waits for, beside the drain: each guard is 0, and each
+        FIFO whose storage is left out of the map is empty."""
+        out = list(self.guard_signals())
+        out += [lv != 0 for lv in (self.fifo_levels or {}).values()] \
+            if self.mode == "boundary" else []
         return out
 
     def state_map(self, word_width):
@@ -213,22 +265,66 @@ class Inventory:
         dead = [{"name": _join(path, sig.name), "width": len(sig),
                  "guards": [_join(path, g.name) for g in guards[id(sig)]]}
                 for path, _f, sig in self.dead]
+        for (n, k), gs in sorted((self.dead_rdports or {}).items()):
+            path, mem = self.memories[n]
+            dead.append({"name": _join(path, f"rdport{k}"), "width": len(mem._read_ports[k]._data),
+                         "guards": [_join(path[:-1], g.name) for g in gs]})
+        config = [{"name": _join(path, sig.name), "kind": "ff", "width": len(sig)}
+                  for path, _f, sig in self.config]
+        for n, (path, mem) in enumerate(self.memories):
+            shape = (Shape.cast(mem._data.shape).width, mem._data.depth)
+            if n in (self.fifo_levels or {}) and n in self.memories_out:
+                dead.append({"name": _join(path), "kind": "mem", "width": shape[0],
+                             "depth": shape[1], "guards": [],
+                             "empty": _join(path[:-1], self.fifo_levels[n].name)})
+            elif n in self.memories_out:
+                config.append({"name": _join(path), "kind": "mem", "width": shape[0],
+                               "depth": shape[1]})
         return StateMap(word_width, items,
                         [t.to_json(_join) for t in (self.traps or [])], mode=self.mode,
                         all_flip_flop_bits=sum(len(s) for _p, _f, s in
-                                               [*self.flip_flops, *self.dead]),
-                        dead=dead, scan_words=scan_words)
+                                               [*self.flip_flops, *self.dead, *self.config]),
+                        dead=dead, scan_words=scan_words, config=config)
+
+
+def _plan_to_json(plan):
+    dead, guards, why, ports, config, config_mems, commands = plan
+    return {"dead": list(dead), "guards": {str(k): list(v) for k, v in guards.items()},
+            "why": why, "ports": [[n, k, list(v)] for (n, k), v in ports.items()],
+            "config": list(config), "config_memories": sorted(config_mems),
+            "commands": list(commands)}
+
+
+def _plan_from_json(raw):
+    return (tuple(raw["dead"]), {int(k): tuple(v) for k, v in raw["guards"].items()},
+            raw["why"], {(n, k): tuple(v) for n, k, v in raw["ports"]},
+            tuple(raw["config"]), frozenset(raw["config_memories"]), tuple(raw["commands"]))
 
 
 def _join(path, leaf=None):
     return ".".join([*path, leaf] if leaf is not None else path)
 
 
-def take_inventory(fragment, traps=None):
-    inv = Inventory([], [], [], traps)
+def _fifo_of(fragment):
+    """The ``amaranth.lib.fifo`` FIFO a fragment was elaborated from, or None."""
+    for origin in getattr(fragment, "origins", None) or ():
+        if isinstance(origin, (SyncFIFO, SyncFIFOBuffered)):
+            return origin
+    return None
 
-    def walk(frag, path):
+
+def take_inventory(fragment, traps=None):
+    inv = Inventory([], [], [], traps, memory_parents={}, fifo_levels={})
+
+    def walk(frag, path, parent=None):
         if isinstance(frag, MemoryInstance):
+            inv.memory_parents[id(frag)] = parent
+            # A FIFO's storage holds only the entries between its read and write pointers,
+            # and a read returns the oldest of them (amaranth.lib.fifo's contract): with the
+            # FIFO empty, no row can be read before it is written again.
+            fifo = _fifo_of(parent) if parent is not None else None
+            if fifo is not None and (frag._read_ports or frag._write_ports):
+                inv.fifo_levels[len(inv.memories)] = fifo.level
             for port in [*frag._read_ports, *frag._write_ports]:
                 if port._domain not in ("sync", "comb"):
                     raise TransformError(f"memory {_join(path)}: port in domain "
@@ -251,7 +347,7 @@ def take_inventory(fragment, traps=None):
                 assert isinstance(sig, Signal)
                 inv.flip_flops.append((path, frag, sig))
         for i, (sub, name, _loc) in enumerate(frag.subfragments):
-            walk(sub, (*path, name if name is not None else f"U${i}"))
+            walk(sub, (*path, name if name is not None else f"U${i}"), frag)
 
     walk(fragment, ())
     return inv

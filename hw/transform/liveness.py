@@ -52,9 +52,9 @@ driver's suspend then times out with a clear error): guards are the 1-bit regist
 analysis needed, which in a pipeline are its stage-valid bits.
 """
 
-from amaranth.hdl import Const, Signal, Value
+from amaranth.hdl import Const, Fragment, Module, Signal, Value
 from amaranth.hdl._ast import (Assign, Concat, Initial, Operator, Part, Slice, Switch,
-                               SwitchValue)
+                               SwitchValue, _StatementList)
 from amaranth.lib import stream, wiring
 
 __all__ = ["Liveness", "analyse"]
@@ -79,9 +79,12 @@ class Liveness:
     """The result: ``live`` and ``dead`` (``[(path, fragment, signal)]``, in inventory order)
     and ``guards`` (``{id(dead signal): [guard signals]}``)."""
 
-    def __init__(self, live, dead, guards, why=None):
+    def __init__(self, live, dead, guards, why=None, dead_rdports=None):
         self.live, self.dead, self.guards = live, dead, guards
         self.why = why or {}
+        #: ``{(memory index, port index): [guard signals]}``: read ports whose data register
+        #: is dead at a boundary (it needs no shadow: the state port may use the port).
+        self.dead_rdports = dead_rdports or {}
 
     def guard_signals(self):
         out = {}
@@ -107,6 +110,8 @@ def _bits_of(value):
 
 class _Analysis:
     def __init__(self, fragment, component, inventory, force_live):
+        self._shapes = {}       # id(value) -> (width, signed, value kept alive)
+        self._evals = {}        # see _eval_bit
         self.inv = inventory
         self.ff = {id(sig): (path, frag, sig) for path, frag, sig in inventory.flip_flops}
         self.comb = {}          # id(signal) -> [(path tests [(test, patterns, k)], lhs, rhs)]
@@ -118,11 +123,26 @@ class _Analysis:
                     self._collect(stmts, [], self.comb)
                 else:
                     self.sync[id(frag)] = stmts
+        # A synchronous read port's data register is a flip-flop too: it takes the row at
+        # the address while enabled. Rows are equal in both runs (R), so its new value is
+        # tainted only through the address; the statements below say so to the analysis.
+        self.rdports = {}       # id(data signal) -> (memory index, port index, statements)
+        for n, (path, mem) in enumerate(inventory.memories):
+            parent = inventory.memory_parents[id(mem)]
+            for k, port in enumerate(mem._read_ports):
+                if port._domain == "comb" or not isinstance(port._data, Signal):
+                    continue
+                scratch = Module()
+                with scratch.If(Value.cast(port._en)):
+                    scratch.d.sync += port._data.eq(Value.cast(port._addr))
+                stmts = Fragment.get(scratch, None).statements["sync"]
+                self.ff[id(port._data)] = ((*path, f"rdport{k}"), parent, port._data)
+                self.rdports[id(port._data)] = (n, k, stmts)
         self.force_live = {id(s) for s in force_live}
         # One-bit flip-flops are live (the guards come from them; they cost a bit each).
         self.dead = {k for k, (_p, _f, sig) in self.ff.items()
-                     if k not in self.force_live and len(sig) > 1}
-        self.bit_keys = {(k, 0) for k, (_p, _f, sig) in self.ff.items() if len(sig) == 1}
+                     if k not in self.force_live and self._len(sig) > 1}
+        self.bit_keys = {(k, 0) for k, (_p, _f, sig) in self.ff.items() if self._len(sig) == 1}
         self.guards = {}        # id(dead flip-flop) -> [guard signals], every one passing (b)
         self.why = {}           # id(flip-flop) -> why it is live (what the analysis saw)
         self._memo = {}
@@ -159,6 +179,19 @@ class _Analysis:
 
     # -- facts ----------------------------------------------------------------------------
 
+    def _len(self, value):
+        """``len(value)``, cached: Amaranth recomputes an operator's shape from its operands
+        at every call, which dominated the analysis' run time."""
+        hit = self._shapes.get(id(value))
+        if hit is None:
+            shape = value.shape()
+            hit = self._shapes[id(value)] = (shape.width, shape.signed, value)
+        return hit[0]
+
+    def _signed(self, value):
+        self._len(value)
+        return self._shapes[id(value)][1]
+
     def _skey(self, value):
         """A key equal for structurally equal expressions (``a & b`` written twice)."""
         cache = self.__dict__.setdefault("_skeys", {})
@@ -168,7 +201,7 @@ class _Analysis:
         if isinstance(value, Signal):
             key = id(value)
         elif isinstance(value, Const):
-            key = ("c", value.value, len(value))
+            key = ("c", value.value, self._len(value))
         elif isinstance(value, Slice):
             key = ("s", self._skey(value.value), value.start, value.stop)
         elif isinstance(value, Operator):
@@ -180,15 +213,15 @@ class _Analysis:
 
     def _add_fact(self, facts, value, bit, v, depth=0):
         """``facts`` with bit ``bit`` of ``value`` known to be ``v``, or _INFEASIBLE."""
-        if facts is _INFEASIBLE or depth > 12 or bit >= len(value):
+        if facts is _INFEASIBLE or depth > 12 or bit >= self._len(value):
             return facts
         if isinstance(value, Const):
             return facts if (value.value >> bit) & 1 == v else _INFEASIBLE
         if isinstance(value, Concat):
             for part in value.parts:
-                if bit < len(part):
+                if bit < self._len(part):
                     return self._add_fact(facts, part, bit, v, depth + 1)
-                bit -= len(part)
+                bit -= self._len(part)
             return facts
         if isinstance(value, Slice):
             return self._add_fact(facts, value.value, value.start + bit, v, depth + 1)
@@ -201,10 +234,10 @@ class _Analysis:
             drivers = self.comb.get(id(value))
             if drivers and len(drivers) == 1:
                 tests, lhs, rhs = drivers[0]
-                if not tests and lhs is value and bit < len(rhs):
+                if not tests and lhs is value and bit < self._len(rhs):
                     facts = self._add_fact(facts, rhs, bit, v, depth + 1)
             return facts
-        if isinstance(value, Operator) and len(value) == 1 and bit == 0:
+        if isinstance(value, Operator) and self._len(value) == 1 and bit == 0:
             # The expression itself (a condition met again, in the same Switch or written
             # again elsewhere: keyed by its structure).
             key = (self._skey(value), 0)
@@ -217,31 +250,44 @@ class _Analysis:
             facts = {**facts, key: v}
             self.signals[id(value)] = value         # kept alive: its id is a key
             op, args = value.operator, value.operands
-            if op == "~" and len(args[0]) == 1:
+            if op == "~" and self._len(args[0]) == 1:
                 return self._add_fact(facts, args[0], 0, 1 - v, depth + 1)
-            if op == "b" and len(args[0]) == 1:
+            if op == "b" and self._len(args[0]) == 1:
                 return self._add_fact(facts, args[0], 0, v, depth + 1)
-            if op == "&" and v == 1 and all(len(a) == 1 for a in args):
+            if op == "&" and v == 1 and all(self._len(a) == 1 for a in args):
                 for a in args:
                     facts = self._add_fact(facts, a, 0, 1, depth + 1)
                 return facts
-            if op == "|" and v == 0 and all(len(a) == 1 for a in args):
+            if op == "|" and v == 0 and all(self._len(a) == 1 for a in args):
                 for a in args:
                     facts = self._add_fact(facts, a, 0, 0, depth + 1)
                 return facts
         return facts
 
     def _eval_bit(self, value, facts, bit=0, depth=0):
-        """Bit ``bit`` of ``value`` if ``facts`` decide it, else None."""
-        if depth > 12 or bit >= len(value):
+        """Bit ``bit`` of ``value`` if ``facts`` decide it, else None. Memoised on the facts
+        dictionary itself (kept alive in the entry, so its id is not reused): facts are never
+        changed in place, only copied with one more."""
+        key = (id(value), bit, id(facts), depth)
+        hit = self._evals.get(key)
+        if hit is not None:
+            return hit[0]
+        out = self.__eval_bit(value, facts, bit, depth)
+        if len(self._evals) > 500_000:
+            self._evals.clear()
+        self._evals[key] = (out, value, facts)
+        return out
+
+    def __eval_bit(self, value, facts, bit, depth):
+        if depth > 12 or bit >= self._len(value):
             return None
         if isinstance(value, Const):
             return (value.value >> bit) & 1
         if isinstance(value, Concat):
             for part in value.parts:
-                if bit < len(part):
+                if bit < self._len(part):
                     return self._eval_bit(part, facts, bit, depth + 1)
-                bit -= len(part)
+                bit -= self._len(part)
             return None
         if isinstance(value, Slice):
             return self._eval_bit(value.value, facts, value.start + bit, depth + 1)
@@ -264,16 +310,16 @@ class _Analysis:
                 b = self._eval_bit(value.operands[2], facts, bit, depth + 1)
                 return a if a == b else None
             return self._eval_bit(value.operands[1 if sel else 2], facts, bit, depth + 1)
-        if isinstance(value, Operator) and len(value) == 1 and bit == 0:
+        if isinstance(value, Operator) and self._len(value) == 1 and bit == 0:
             key = (self._skey(value), 0)
             if key in facts:
                 return facts[key]
             op, args = value.operator, value.operands
-            vals = [self._eval_bit(a, facts, 0, depth + 1) if len(a) == 1 else None
+            vals = [self._eval_bit(a, facts, 0, depth + 1) if self._len(a) == 1 else None
                     for a in args]
-            if op == "~" and len(args[0]) == 1:
+            if op == "~" and self._len(args[0]) == 1:
                 return None if vals[0] is None else 1 - vals[0]
-            if op == "b" and len(args[0]) == 1:
+            if op == "b" and self._len(args[0]) == 1:
                 return vals[0]
             if op == "&":
                 if 0 in vals:
@@ -293,7 +339,7 @@ class _Analysis:
 
     def _eval_value(self, value, facts, depth=0):
         """The whole (unsigned, at most 32-bit) value of ``value`` if ``facts`` fix it."""
-        if depth > 12 or len(value) > 32 or value.shape().signed:
+        if depth > 12 or self._len(value) > 32 or self._signed(value):
             return None
         if isinstance(value, Operator) and value.operator in _ARITH:
             args = []
@@ -303,9 +349,9 @@ class _Analysis:
                     return None
                 args.append(v)
             out = _ARITH[value.operator](*args)
-            return out & ((1 << len(value)) - 1)
+            return out & ((1 << self._len(value)) - 1)
         out = 0
-        for bit in range(len(value)):
+        for bit in range(self._len(value)):
             b = self._eval_bit(value, facts, bit, depth + 1)
             if b is None:
                 return None
@@ -362,7 +408,7 @@ class _Analysis:
                     return ts | self.taint(a, facts) | self.taint(b, facts)
                 return (self.taint(a, self._add_fact(facts, sel, 0, 1))
                         | self.taint(b, self._add_fact(facts, sel, 0, 0)))
-            if value.operator == "&" and len(args) == 2 and all(len(a) == 1 for a in args):
+            if value.operator == "&" and len(args) == 2 and all(self._len(a) == 1 for a in args):
                 a, b = args
                 ta, tb = self.taint(a, facts), self.taint(b, facts)
                 if not ta:
@@ -402,7 +448,7 @@ class _Analysis:
     def _taint_range(self, value, lo, hi, facts):
         """The taint of bits ``lo:hi`` of ``value`` only: a struct field read out of a signal
         that the other fields' drivers also drive is not tainted by them."""
-        if lo <= 0 and hi >= len(value):
+        if lo <= 0 and hi >= self._len(value):
             return self.taint(value, facts)
         facts = {k: v for k, v in facts.items() if k in self.bit_keys}
         key = ("range", id(value), lo, hi, frozenset(facts.items()))
@@ -422,7 +468,7 @@ class _Analysis:
         if isinstance(value, Concat):
             out, at = frozenset(), 0
             for part in value.parts:
-                n = len(part)
+                n = self._len(part)
                 if at < hi and lo < at + n:
                     out |= self._taint_range(part, max(lo, at) - at, min(hi, at + n) - at,
                                              facts)
@@ -432,7 +478,7 @@ class _Analysis:
             out = frozenset()
             for tests, lhs, rhs in self.comb[id(value)]:
                 if lhs is value:
-                    start, stop = 0, len(value)
+                    start, stop = 0, self._len(value)
                 elif isinstance(lhs, Slice) and lhs.value is value:
                     start, stop = lhs.start, lhs.stop
                 else:
@@ -442,18 +488,18 @@ class _Analysis:
                 f, t = self._path(tests, facts)
                 if f is _INFEASIBLE:
                     continue
-                if start is None or rhs.shape().signed:
+                if start is None or self._signed(rhs):
                     out |= t | self.taint(rhs, f) | self._lhs_taint(lhs, f)
                     continue
                 a, b = max(lo, start) - start, min(hi, stop) - start
-                if a >= len(rhs):
+                if a >= self._len(rhs):
                     out |= t            # zero extension: constant bits
                     continue
-                out |= t | self._taint_range(rhs, a, min(b, len(rhs)), f)
+                out |= t | self._taint_range(rhs, a, min(b, self._len(rhs)), f)
             return out
         if isinstance(value, Operator) and value.operator in ("&", "|", "^", "~") \
-                and all(len(x) == len(value) and not x.shape().signed
-                        for x in value.operands) and len(value) > 1:
+                and all(self._len(x) == self._len(value) and not self._signed(x)
+                        for x in value.operands) and self._len(value) > 1:
             out = frozenset()
             for x in value.operands:
                 out |= self._taint_range(x, lo, hi, facts)
@@ -522,21 +568,35 @@ class _Analysis:
             for p in mem._write_ports:
                 en = Value.cast(p._en)
                 out.append((f"{where} write enable", en, {}))
-                f = self._add_fact({}, en, 0, 1) if len(en) == 1 else {}
+                f = self._add_fact({}, en, 0, 1) if self._len(en) == 1 else {}
                 out.append((f"{where} write address", Value.cast(p._addr), f))
                 out.append((f"{where} write data", Value.cast(p._data), f))
             for p in mem._read_ports:
                 en = Value.cast(p._en)
                 out.append((f"{where} read enable", en, {}))
-                f = self._add_fact({}, en, 0, 1) if len(en) == 1 else {}
+                f = self._add_fact({}, en, 0, 1) if self._len(en) == 1 else {}
                 out.append((f"{where} read address", Value.cast(p._addr), f))
         return out
 
+    def statements_of(self, k):
+        """The ``sync`` statements that assign flip-flop ``k`` (and its fragment's others)."""
+        stmts = self.sync.get(id(self.ff[k][1]), ())
+        if k in self.rdports:
+            stmts = _StatementList([*stmts, *self.rdports[k][2]])
+        return stmts
+
+    def assigns_of(self, k):
+        """``[(tests, lhs, rhs)]`` of the assignments to flip-flop ``k``."""
+        if k in self.rdports:
+            table = {}
+            self._collect(self.rdports[k][2], [], table)
+            return table.get(k, ())
+        return self._sync_assigns(self.ff[k][1]).get(k, ())
+
     def next_taint(self, k):
         """Taint of flip-flop ``k``'s next value (its hold is itself: untainted when live)."""
-        _path, frag, sig = self.ff[k]
         out = set()
-        for tests, lhs, rhs in self._sync_assigns(frag).get(k, ()):
+        for tests, lhs, rhs in self.assigns_of(k):
             f, t = self._path(tests, {})
             if f is _INFEASIBLE:
                 continue
@@ -557,7 +617,7 @@ class _Analysis:
         """Whether (b) holds for dead ``k`` with guard ``g``."""
         _path, frag, sig = self.ff[k]
         watched = (k, id(g))
-        stmts = self.sync.get(id(frag), ())
+        stmts = self.statements_of(k)
         for gv in (1, 0):
             try:
                 paths = self._paths(stmts, self._add_fact({}, g, 0, gv), watched, False)
@@ -649,7 +709,7 @@ class _Analysis:
                     d_state = "dirty"
                 elif d_state != "dirty":
                     covered |= _covered(lhs, sig)
-                    if len(covered) == len(sig):
+                    if len(covered) == self._len(sig):
                         d_state = "clean"
             else:
                 if dirty:
@@ -718,8 +778,7 @@ def _draining(a, bits):
     reads = _signal_reads(a)
     pool = []
     for g in bits:
-        frag = a.ff[id(g)][1]
-        rhss = [rhs for _t, _l, rhs in a._sync_assigns(frag).get(id(g), ())]
+        rhss = [rhs for _t, _l, rhs in a.assigns_of(id(g))]
         if not any(reads(r) & config for r in rhss):
             pool.append(g)
     kept = []
@@ -886,7 +945,7 @@ def _ff_reads(a):
     nxt = {}
     for k, (_path, frag, _sig) in a.ff.items():
         out = set()
-        for tests, lhs, rhs in a._sync_assigns(frag).get(k, ()):
+        for tests, lhs, rhs in a.assigns_of(k):
             out |= reads(rhs)
             for switch, _k in tests:
                 out |= reads(switch.test)
@@ -1067,7 +1126,87 @@ def analyse(fragment, component, inventory, force_live=()):
     live = [e for e in inventory.flip_flops if id(e[2]) not in a.dead]
     dead = [e for e in inventory.flip_flops if id(e[2]) in a.dead]
     why = {_name(a, k): r for k, r in a.why.items() if k not in a.dead}
-    return Liveness(live, dead, {k: a.guards[k] for k in a.dead}, why)
+    dead_rdports = {a.rdports[k][:2]: a.guards[k] for k in a.dead if k in a.rdports}
+    config, config_memories, commands = _configuration(a, guard_ids)
+    out = Liveness(live, dead, {k: a.guards[k] for k in a.dead if k not in a.rdports}, why,
+                   dead_rdports)
+    out.config = [e for e in inventory.flip_flops if id(e[2]) in config]
+    out.config_memories = config_memories
+    out.commands = [e for e in inventory.flip_flops if id(e[2]) in commands]
+    return out
+
+
+def _configuration(a, guard_ids):
+    """``(flip-flop ids, memory indices, command ids)`` of the configuration: state that holds
+    what the
+    configuration registers last wrote, so rewriting the registers restores it, and it need
+    not cross the state port. Every assignment to such a flip-flop (every write port of such a
+    memory) takes its value and address only from configuration inputs (the component's input
+    ports outside its streams, which the register file drives) and other configuration state,
+    and happens only when one of those asks for it (a write strobe, a pending-write flag): the
+    timing may depend on the traffic (a write waits for a gap between packets), the value may
+    not. A least fixpoint, from the inputs: a counter (which reads itself) or a pointer never
+    joins, a pending-write flag set and cleared under a strobe does, then what it writes. The
+    flip-flops stay live for the argument of the module docstring (their next values are
+    sinks), and the differential test scrambles them and rewrites the registers."""
+    config_in, _quiet_facts = _quiet(a, bits=False)
+    reads = _signal_reads(a)
+    cands = {k for k in a.ff if k not in a.dead and k not in a.force_live
+             and k not in guard_ids and k not in a.rdports}
+    def asked(facts):
+        """The signals a path's conditions require to be 1 (a strobe, a pending flag)."""
+        if facts is _INFEASIBLE:
+            return set()
+        return {key[0] for key, v in facts.items() if v == 1 and isinstance(key[0], int)}
+
+    entries = {}
+    for k in cands:
+        out = []
+        for tests, lhs, rhs in a.assigns_of(k):
+            value = set(reads(rhs))
+            if isinstance(lhs, Part):
+                value |= reads(lhs.offset)
+            facts, _taint = a._path(tests, {})
+            out.append((value, asked(facts)))
+        entries[k] = out
+    # Commands: 1-bit flags that a configuration input raises (a write strobe) and the
+    # hardware clears (a pending write, a table clear running). They stay in the map (a
+    # command in flight is not configuration), but a write they ask for is configuration's.
+    commands = set()
+    for k in cands:
+        if a._len(a.ff[k][2]) != 1 or not entries[k]:
+            continue
+        sets = [request for (value, request), (_t, _l, rhs) in zip(entries[k], a.assigns_of(k))
+                if not (isinstance(rhs, Const) and rhs.value == 0)]
+        if sets and all(request & config_in for request in sets):
+            commands.add(k)
+    conf = set()
+    while True:
+        ok = config_in | conf
+        asks = ok | commands
+        more = {k for k in cands - conf - commands if entries[k]
+                and all(value <= ok and request & asks for value, request in entries[k])}
+        if not more:
+            break
+        conf |= more
+    ok = config_in | conf
+    memories = set()
+    for n, (_path, mem) in enumerate(a.inv.memories):
+        ports = mem._write_ports
+        if ports and all(
+                (reads(Value.cast(p._data)) | reads(Value.cast(p._addr))) <= ok
+                and asked(a._add_fact({}, Value.cast(p._en), 0, 1)) & (ok | commands)
+                for p in ports):
+            memories.add(n)
+    # Commands that ask for no configuration write are plain live flags.
+    used = set()
+    for k in conf:
+        for _value, request in entries[k]:
+            used |= request & commands
+    for n in memories:
+        for p in a.inv.memories[n][1]._write_ports:
+            used |= asked(a._add_fact({}, Value.cast(p._en), 0, 1)) & commands
+    return conf, memories, used
 
 
 def _sinks_clean(a):

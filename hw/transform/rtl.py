@@ -62,11 +62,21 @@ def _rtl_map(design, yieldable):
             out.append(replace(next(items), rtl=(*owner.name[1:], owner.signal_names[sig])))
         else:
             out.append(replace(next(items), rtl=frags[path].name[1:]))
-    dead = []
-    for entry, (path, _frag, sig) in zip(smap.dead, inv.dead):
+    def rtl(path, sig=None):
         info = frags[path]
-        dead.append({**entry, "rtl": (*info.name[1:], info.signal_names[sig])})
-    return replace(smap, items=out, dead=dead)
+        return info.name[1:] if sig is None else (*info.name[1:], info.signal_names[sig])
+
+    sources = [rtl(path, sig) for path, _frag, sig in inv.dead]
+    for (n, k) in sorted((inv.dead_rdports or {})):
+        path, mem = inv.memories[n]
+        sources.append(rtl(path[:-1], mem._read_ports[k]._data))
+    config = [rtl(path, sig) for path, _frag, sig in inv.config]
+    for n, (path, _mem) in enumerate(inv.memories):
+        if n in inv.memories_out:
+            (sources if n in (inv.fifo_levels or {}) else config).append(rtl(path))
+    dead = [{**entry, "rtl": name} for entry, name in zip(smap.dead, sources)]
+    config = [{**entry, "rtl": name} for entry, name in zip(smap.config, config)]
+    return replace(smap, items=out, dead=dead, config=config)
 
 
 def convert_with_state_maps(top, name, yieldables):

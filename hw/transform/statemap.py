@@ -76,6 +76,10 @@ class StateMap:
     dead: list = field(default_factory=list)
     #: Words of the scan chain, from address 0.
     scan_words: int = 0
+    #: Configuration state left out (boundary mode): ``{"name", "kind", "width"[, "depth"]}``.
+    #: It holds what the configuration registers last wrote: rewrite them (while stopped, or
+    #: before stopping) to restore it; a snapshot does not carry it.
+    config: list = field(default_factory=list)
 
     @property
     def addr_width(self):
@@ -202,7 +206,8 @@ class StateMap:
                                        if self.all_flip_flop_bits is not None
                                        else self.live_bits),
                 "dead": [{**d, "rtl": list(d.get("rtl", ()))} for d in self.dead],
-                "scan_words": self.scan_words}
+                "scan_words": self.scan_words,
+                "config": [{**c, "rtl": list(c.get("rtl", ()))} for c in self.config]}
 
     @classmethod
     def from_json(cls, raw):
@@ -216,9 +221,12 @@ class StateMap:
                    raw.get("traps", []), mode=raw.get("mode", "full"),
                    all_flip_flop_bits=raw.get("all_flip_flop_bits"),
                    dead=[{**d, "rtl": tuple(d.get("rtl", ()))} for d in raw.get("dead", [])],
-                   scan_words=raw.get("scan_words", 0))
+                   scan_words=raw.get("scan_words", 0),
+                   config=[{**c, "rtl": tuple(c.get("rtl", ()))}
+                           for c in raw.get("config", [])])
 
     def same_layout(self, other):
         return (self.word_width == other.word_width and self.items == other.items
                 and self.traps == other.traps and self.mode == other.mode
-                and self.scan_words == other.scan_words)
+                and self.scan_words == other.scan_words
+                and [c["name"] for c in self.config] == [c["name"] for c in other.config])

@@ -202,29 +202,43 @@ class Yieldable(wiring.Component):
         home = Signal()
         run = Signal()
         m.d.comb += [home.eq(pos == 0), run.eq(~stopped & home & ~trapped)]
-        frozen = ~run
 
         # Freeze: the map's flip-flops (everything in full mode, or with traps, which stop
-        # mid-packet) run only while `run`; flip-flops left out run on (liveness.py).
+        # mid-packet) run only while `run`; flip-flops left out run on (liveness.py). The
+        # configuration's run too while stopped with the chain home and still, so rewriting
+        # the configuration registers restores it then (the values its logic reads are the
+        # real ones only there).
+        shift = Signal()
+        config_run = Signal()
+        m.d.comb += config_run.eq(run | (stopped & home & ~shift & ~trapped))
         if inv.mode == "full" or traps:
             freeze = None
         else:
-            freeze = _frozen_set(inv.fragments, {id(s) for _p, _f, s in inv.flip_flops})
+            commands = {id(s) for _p, _f, s in inv.commands}
+            freeze = _frozen_set(inv.fragments,
+                                 {id(s) for _p, _f, s in inv.flip_flops} - commands)
+            config = _frozen_set(inv.fragments,
+                                 {id(s) for _p, _f, s in [*inv.config, *inv.commands]}) - freeze
         for _path, f in inv.fragments:
             if "sync" not in f.statements:
                 continue
             stmts = f.statements["sync"]
             if freeze is None:
                 f.statements["sync"] = _StatementList([Switch(run, [(1, stmts, None)])])
-            else:
-                kept, free = _split(stmts, freeze)
-                f.statements["sync"] = _StatementList(
-                    [Switch(run, [(1, kept, None)]), *free] if kept else [*free])
+                continue
+            kept, rest = _split(stmts, freeze)
+            configured, free = _split(rest, config)
+            f.statements["sync"] = _StatementList(
+                ([Switch(run, [(1, kept, None)])] if kept else [])
+                + ([Switch(config_run, [(1, configured, None)])] if configured else [])
+                + [*free])
 
         layout = inv.layout()
         items = dict(zip(map(id, layout), smap.items))
 
         # -- the read ports' data registers, shadowed at the stop --------------------------
+        # (A read port whose data register is dead at a boundary needs no shadow: it is not
+        # in the layout, and the state port may use it freely.)
         holds = {}      # id(layout entry) -> hold signal (a chain member)
         for entry in layout:
             if entry[0] != "rdport":
@@ -256,7 +270,6 @@ class Yieldable(wiring.Component):
             elif entry[0] == "rdport":
                 bits += [(holds[id(entry)], b) for b in range(len(holds[id(entry)]))]
         in_scan = Signal()
-        shift = Signal()
         shift_in = Signal()
         in_word = Signal(W)
         tail = Signal(W)
@@ -417,16 +430,17 @@ class Yieldable(wiring.Component):
                     other._en = Mux(run, other._en, Const(0, len(other._en)))
         m.d.comb += [y.rdata.eq(out), y.stopped.eq(stopped & ready), y.trapped.eq(trapped)]
 
-        self._connect_ports(m, run, stopped, trapped, inv.guard_signals())
+        self._connect_ports(m, run, stopped, trapped, inv.stop_conditions())
         m.submodules.inner = _Elaborated(frag)
         return m
 
     def _connect_ports(self, m, run, stopped, trapped, guards=()):
         """Pass every port through; mask the streams' handshakes while frozen and track
         packets for the boundary stop. With the boundary state port (``guards``: the live
-        1-bit flip-flops that liveness.py proved guard every flip-flop left out of the map),
-        every stop drains to a packet boundary and waits for every guard to be 0: only
-        there is the map the whole state."""
+        1-bit flip-flops that liveness.py proved guard every flip-flop left out of the map,
+        and the non-emptiness of each FIFO whose storage is left out), every stop drains to
+        a packet boundary and waits for every guard to be 0: only there is the map the whole
+        state."""
         y = self.yld
         draining = Signal()
         pending = Signal(PENDING_BITS)

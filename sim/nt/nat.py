@@ -191,6 +191,8 @@ class NatModel(TaskModel):
         for t in NAT_TABLES:
             entries = getattr(self.config, t)
             for k in range(self.params[f"{t}_entries"]):
+                if f"{t}{k}" not in values:     # configuration, left out of a boundary map
+                    continue
                 slot = decode(_entry_layout(), values[f"{t}{k}"])
                 entry = entries[k] if k < len(entries) else None
                 if _slot_entry(slot) != entry:

@@ -185,7 +185,9 @@ class RateLimiterModel(TaskModel):
         ``last`` and not yet its tokens, so its refill (held in the stage registers) is
         applied here, as stage 5 would have. The refill composes exactly, so a scrub changes
         nothing the model can see."""
-        if values["init_pending"]:
+        # (Configuration state is in a boundary map only by its registers: the model has it
+        # from ``configure``.)
+        if values.get("init_pending"):
             raise StateBridgeError("a bucket configuration write is pending in the rate "
                                    "limiter: capture again once bucket_busy reads 0")
         for i in range(len(self.buckets)):
@@ -203,7 +205,8 @@ class RateLimiterModel(TaskModel):
                 raise StateBridgeError(f"a packet operation is in stage {k} of the rate "
                                        f"limiter: stop it at a packet boundary")
             if op["kind"] == _Op.INIT:          # the new configuration is in config_mem
-                burst = decode(_config_layout(), values["config_mem"][b])["burst"]
+                burst = (decode(_config_layout(), values["config_mem"][b])["burst"]
+                         if "config_mem" in values else self.buckets[b].burst)
                 self.tokens[b] = burst << RATE_FRACTION_BITS
                 self.last[b] = op["ts"]
                 self.counts[b] = dict.fromkeys(_COUNTERS, 0)

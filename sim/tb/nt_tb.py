@@ -141,10 +141,11 @@ async def random_traffic(dut):
 
 
 async def check_random_traffic(dut, during=None, slack=0):
-    """The ``random_traffic`` test. ``during(rng, report, finished)``, if given, is a coroutine
-    function run beside the traffic: it must return soon after ``finished()`` becomes true (the
-    last packet is out) and may put figures in ``report`` (a dict added to the result);
-    ``slack``: cycles it may add to the run."""
+    """The ``random_traffic`` test. ``during(rng, report, finished, configure)``, if given, is
+    a coroutine function run beside the traffic: it must return soon after ``finished()``
+    becomes true (the last packet is out) and may put figures in ``report`` (a dict added to
+    the result); ``configure()`` writes the NT's configuration registers again; ``slack``:
+    cycles it may add to the run."""
     design, bus, blocks = await _setup(dut)
     cfg, nt = design["config"], design["nt"]
     width, hbytes = cfg["data_width"], cfg["header_bytes"]
@@ -170,9 +171,14 @@ async def check_random_traffic(dut, during=None, slack=0):
 
     harness = StreamHarness(dut, width)
     side, done = {}, []
+
+    async def configure():
+        """Write the NT's configuration again (what restores configuration state)."""
+        for reg, value in config.register_writes(nt["params"]):
+            await write_register(bus, regmap, "nt", reg, value)
     if during is not None:
         side_task = cocotb.start_soon(during(random.Random(seed ^ 0x51DE), side,
-                                             lambda: bool(done)))
+                                             lambda: bool(done), configure))
     await harness.run(beats, len(frames), pattern(_env("SNIC_IDLE", "random"), rng),
                       pattern(_env("SNIC_BACKPRESSURE", "random"), rng),
                       max_cycles=40 * len(beats) + 20_000 + slack, on_packet=on_packet)

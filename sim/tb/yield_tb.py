@@ -34,7 +34,6 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import read_register, write_register
-from supernic.hw.csr.registers import RW
 from supernic.hw.nt.task import model_class, task_class
 from supernic.hw.parser.meta import meta_layout
 from supernic.hw.transform.statemap import StateMap
@@ -102,12 +101,13 @@ class StatePort:
     async def read_words(self, addrs):
         """The words of ``addrs``, which must run in map order (a whole pass, or its start),
         one a cycle: a word is registered one edge after the address moved to it, and shows
-        after the edge after that."""
+        after the edge after that. The port moves past the last one too, so a whole pass
+        leaves the scan chain home."""
         out = []
         await self.go(addrs[0])
         n = len(addrs)
         for k in range(n + 1):
-            self.next.value = int(k < n - 1)
+            self.next.value = int(k < n)
             await self.edge
             if k:
                 out.append(int(self.rdata.value))
@@ -164,7 +164,7 @@ async def interrupted_traffic(dut):
     interrupts = _env("SNIC_INTERRUPTS", 4, int)
     golden_checks = _env("SNIC_GOLDEN_CHECKS", 2, int)
 
-    async def interrupter(rng, report, finished):
+    async def interrupter(rng, report, finished, configure):
         port = StatePort(dut)
         stats = report.setdefault("transform", {
             "state_words": len(addrs), "state_bits": smap.bits, "stops": 0,
@@ -213,9 +213,11 @@ async def boundary_soundness(dut):
     """The differential test of the boundary state port (hw/transform/liveness.py): the NT
     test's random and malformed traffic with idle and backpressure, stopped at random packet
     boundaries; each stop captures the state map's words, writes random values into every
-    flip-flop *not* in the map (through cocotb handles, by RTL name), restores the capture and
-    resumes. Every packet must equal the model's, bit for bit: a flip-flop that matters after
-    a boundary but was left out of the map changes the output.
+    flip-flop, read-port register and memory row *not* in the map (through cocotb handles, by
+    RTL name), writes the configuration registers again (what restores configuration state),
+    restores the capture, scrambles what is left out once more and resumes. Every packet must
+    equal the model's, bit for bit: state that matters after a boundary but was left out of
+    the map, or configuration that the registers do not restore, changes the output.
 
     ``SNIC_DROP_LIVE``: the name of a live flip-flop to treat as left out (scrambled after the
     restore), to show the test bites."""
@@ -226,21 +228,40 @@ async def boundary_soundness(dut):
     if drop:
         item = smap.find(drop)
         dead.append({"name": item.name, "width": item.width, "rtl": item.rtl, "guards": []})
+    config = [dict(c) for c in smap.config]
     addrs = smap.addresses()
     guards = sorted({g for d in smap.dead for g in d["guards"]})
 
-    async def interrupter(rng, report, finished):
+    def handles(entries, missing):
+        out = []
+        for d in entries:
+            try:
+                out.append((d, rtl_handle(dut, d["rtl"])))
+            except (AttributeError, KeyError):
+                missing.append(d["name"])
+        return out
+
+    def scramble(rng, targets):
+        bits = 0
+        for d, h in targets:
+            if d.get("kind") == "mem":
+                for r in range(d["depth"]):
+                    h[r].value = rng.getrandbits(d["width"])
+                bits += d["width"] * d["depth"]
+            else:
+                h.value = rng.getrandbits(d["width"])
+                bits += d["width"]
+        return bits
+
+    async def interrupter(rng, report, finished, configure):
         port = StatePort(dut)
         stats = report.setdefault("transform", {
             "mode": smap.mode, "state_words": len(addrs), "live_bits": smap.live_bits,
             "all_flip_flop_bits": smap.all_flip_flop_bits, "dead": len(smap.dead),
-            "stops": 0, "scrambled_bits": 0, "stop_latencies": [], "missing": []})
-        handles = []
-        for d in dead:
-            try:
-                handles.append((d, rtl_handle(dut, d["rtl"])))
-            except (AttributeError, KeyError):
-                stats["missing"].append(d["name"])
+            "config": len(smap.config), "stops": 0, "scrambled_bits": 0,
+            "config_scrambled_bits": 0, "stop_latencies": [], "missing": []})
+        left_out = handles(dead, stats["missing"])
+        configured = handles(config, stats["missing"])
         while not finished() and stats["stops"] < interrupts:
             for _ in range(rng.randint(30, 600)):
                 await port.edge
@@ -253,14 +274,14 @@ async def boundary_soundness(dut):
             for g in guards:        # the stop waited for every guard to be 0
                 assert values[g] == 0, f"stop {stats['stops']}: guard {g} is {values[g]}"
             # Garbage outside the map before the restore (which must not need it) and again
-            # just before the resume (flip-flops left out run on while stopped).
-            for d, h in handles:
-                h.value = rng.getrandbits(d["width"])
-                stats["scrambled_bits"] += d["width"]
+            # just before the resume (flip-flops left out run on while stopped); the
+            # configuration comes back from its registers, written while stopped.
+            stats["scrambled_bits"] += scramble(rng, left_out)
+            stats["config_scrambled_bits"] += scramble(rng, configured)
             await port.edge
+            await configure()
             await port.write_words(addrs, saved)
-            for d, h in handles:
-                h.value = rng.getrandbits(d["width"])
+            scramble(rng, left_out)
             await port.resume()
 
     await check_random_traffic(dut, during=interrupter,
@@ -371,8 +392,13 @@ async def time_shared(dut):
     bus, nt, task, width, hbytes, regmap, smap, addrs, seed, n, port, layout = await _start(dut)
     switches = _env("SNIC_SWITCHES", 6, int)
     rng = random.Random(seed)
-    rw = {r["name"] for b in regmap["blocks"] if b["name"] == "nt" for r in b["registers"]
-          if r["access"] == RW.value}
+
+    async def configure(writes):
+        """A tenant's configuration registers, written while the NT is stopped: they restore
+        its configuration state (left out of a boundary map), before its context comes back
+        (so a write's side effects on the rest of the state are overwritten)."""
+        for reg, value in writes:
+            await write_register(bus, regmap, "nt", reg, value)
 
     async def stop_and_capture():
         await port.stop_now(at_boundary=True)
@@ -401,7 +427,7 @@ async def time_shared(dut):
         tenants.append({
             "model": model, "context": context, "beats": beats, "starts": starts,
             "sent": 0, "expected": expected, "stats": stats, "reports": [],
-            "rw": [(r, v) for r, v in writes if r in rw]})
+            "writes": list(writes)})
     # Packets per turn: the traffic split into switches + 1 turns per tenant.
     per_turn = -(-n // (switches // 2 + 1))
     harness = StreamHarness(dut, width)
@@ -413,9 +439,8 @@ async def time_shared(dut):
             await port.stop_now(at_boundary=True)
             if active is not None:
                 tenants[active]["context"] = await port.read_words(addrs)
+            await configure(tenant["writes"])
             await port.write_words(addrs, tenant["context"])
-            for reg, value in tenant["rw"]:
-                await write_register(bus, regmap, "nt", reg, value)
             await port.resume()
             active = t
         first, last = tenant["sent"], min(n, tenant["sent"] + per_turn)
@@ -433,6 +458,7 @@ async def time_shared(dut):
     for t in (active, 1 - active):
         if t != active:
             await port.stop_now(at_boundary=True)
+            await configure(tenants[t]["writes"])
             await port.write_words(addrs, tenants[t]["context"])
             await port.resume()
         want = tenants[t]["model"].counters()

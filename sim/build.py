@@ -6,18 +6,16 @@ Verilator model by a hash of the Verilog. Each configuration gets its own direct
 builders of the same design wait for each other instead of racing.
 """
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from ..hw.cache import cache_root
+from ..hw.cache import cache_root, locked as _locked
 
 from .toolchain import ensure_verilator
 
@@ -27,20 +25,6 @@ __all__ = ["cache_root", "generated_design", "generated_component", "build_simul
 # Amaranth's Verilog trips a few Verilator lint warnings that are style, not bugs (see
 # hw/lint.vlt for each reason); they must not stop a simulation build.
 VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0"]
-
-
-
-
-@contextmanager
-def _locked(directory: Path):
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
 
 def _sources_hash() -> str:
     hw = Path(__file__).resolve().parent.parent / "hw"
@@ -56,6 +40,13 @@ def generated_design(config, progress=print):
     from ..hw.generate import write_design
 
     fields = {k: v for k, v in asdict(config).items() if k != "config_dir"}
+    # The register map records each chain's specification file by its absolute path (the
+    # control plane reloads it), so the same config in another checkout is another design.
+    try:
+        fields["chain_files"] = [str(p.resolve()) for p in config.chain_paths()] + [
+            str(p.resolve()) for r in config.region_paths() for p in r]
+    except Exception:   # an unknown chain: write_design reports it
+        pass
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
     out = cache_root() / "gen" / f"{config.name}-{key}-{_sources_hash()}"
     with _locked(out):

@@ -18,7 +18,7 @@ from amaranth.hdl._ast import Switch, _StatementList
 from amaranth.hdl._mem import MemoryInstance
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
-from ..cache import cache_root
+from ..cache import cache_root, locked
 from .fingerprint import fingerprint
 from .statemap import StateItem, StateMap
 
@@ -124,6 +124,10 @@ class Inventory:
         force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
         key = fingerprint(fragment, component, force)
         cached = cache_root() / "liveness" / f"{key}.json"
+        with locked(cached.parent, f".{key}.lock"):
+            return self._plan(fragment, component, force, cached)
+
+    def _plan(self, fragment, component, force, cached):
         if cached.exists():
             plan = _plan_from_json(json.loads(cached.read_text()))
             self.apply_plan(plan)

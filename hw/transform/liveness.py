@@ -146,6 +146,8 @@ class _Analysis:
         self.guards = {}        # id(dead flip-flop) -> [guard signals], every one passing (b)
         self.why = {}           # id(flip-flop) -> why it is live (what the analysis saw)
         self._memo = {}
+        self._memo_index = {}   # id(signal) -> memo keys of values that read it
+        self._snap = self._state_snapshot()
         self.component = component
 
     # -- the statement tree -------------------------------------------------------------
@@ -358,6 +360,79 @@ class _Analysis:
             out |= b << bit
         return out
 
+    # -- the taint memo -------------------------------------------------------------------
+    #
+    # A taint depends on which flip-flops are dead and on their guards, and the search changes
+    # those one flip-flop at a time. Clearing the whole memo at every change made the analysis
+    # recompute every cone from scratch at each check (most of its time on the NAT and the
+    # checksum NTs); instead each entry is filed under the signals its value reads, and a
+    # change forgets only the entries that read, through combinational signals, a flip-flop
+    # that changed. The final check of :func:`analyse` starts from an empty memo, so a stale
+    # entry could only make a trial fail there, never make the result unsound.
+
+    def _direct_reads(self, value):
+        if isinstance(value, Signal):
+            return (id(value),)
+        cache = self.__dict__.setdefault("_reads_cache", {})
+        hit = cache.get(id(value))
+        if hit is None:
+            hit = cache[id(value)] = (tuple({id(x) for x in value._rhs_signals()}), value)
+        return hit[0]
+
+    def _remember(self, key, value):
+        index = self._memo_index
+        for s in self._direct_reads(value):
+            index.setdefault(s, []).append(key)
+
+    def _fanout(self, k):
+        """``k`` and every combinational signal whose value reads it, transitively."""
+        if not hasattr(self, "_comb_readers"):
+            readers = {}
+            for s, assigns in self.comb.items():
+                for tests, lhs, rhs in assigns:
+                    reads = set(self._direct_reads(rhs)) | set(self._direct_reads(lhs))
+                    for switch, _k in tests:
+                        reads |= set(self._direct_reads(switch.test))
+                    for r in reads:
+                        readers.setdefault(r, set()).add(s)
+            self._comb_readers, self._fanouts = readers, {}
+        hit = self._fanouts.get(k)
+        if hit is None:
+            hit, work = {k}, [k]
+            while work:
+                for r in self._comb_readers.get(work.pop(), ()):
+                    if r not in hit:
+                        hit.add(r)
+                        work.append(r)
+            self._fanouts[k] = hit
+        return hit
+
+    def _state_snapshot(self):
+        return set(self.dead), {k: tuple(map(id, gs)) for k, gs in self.guards.items()}
+
+    def reset_memo(self):
+        """Forget every memoised taint."""
+        self._memo.clear()
+        self._memo_index = {}
+        self._snap = self._state_snapshot()
+
+    def flush(self):
+        """Forget the memoised taints that the changes to ``dead`` and ``guards`` since the
+        last flush can change."""
+        dead, guards = self._state_snapshot()
+        old_dead, old_guards = self._snap
+        changed = dead ^ old_dead
+        changed |= {k for k in guards.keys() | old_guards.keys()
+                    if guards.get(k) != old_guards.get(k)}
+        self._snap = (dead, guards)
+        forget = set()
+        for k in changed:
+            forget |= self._fanout(k)
+        memo, index = self._memo, self._memo_index
+        for s in forget:
+            for key in index.pop(s, ()):
+                memo.pop(key, None)
+
     # -- taint ----------------------------------------------------------------------------
 
     def taint(self, value, facts, depth=0):
@@ -370,6 +445,7 @@ class _Analysis:
         hit = self._memo.get(key)
         if hit is not None:
             return hit
+        self._remember(key, value)
         self._memo[key] = frozenset()           # a comb loop adds nothing twice
         out = self._taint(value, facts, depth)
         self._memo[key] = out
@@ -455,6 +531,7 @@ class _Analysis:
         hit = self._memo.get(key)
         if hit is not None:
             return hit
+        self._remember(key, value)
         self._memo[key] = frozenset()
         out = self.__taint_range(value, lo, hi, facts)
         self._memo[key] = out
@@ -636,18 +713,27 @@ class _Analysis:
                     return False
         return True
 
+    def _lhs_ids(self, st):
+        # Amaranth recomputes a statement's assigned signals on every call (a fifth of the
+        # analysis time when measured on the NAT): once per statement here.
+        cache = self.__dict__.setdefault("_lhs_cache", {})
+        hit = cache.get(id(st))
+        if hit is None:
+            hit = cache[id(st)] = (frozenset(id(x) for x in st._lhs_signals()), st)
+        return hit[0]
+
     def _paths(self, stmts, facts, watched, dirty, limit=4096):
         """Every ``(facts, [(who, lhs, rhs, dirty)])`` path through ``stmts`` deciding
         which assignments to the ``watched`` flip-flops happen (cases of a Switch exclude
         each other; a tainted condition makes what it guards ``dirty``)."""
         paths = [(facts, [])]
         for st in stmts:
-            if not any(id(x) in watched for x in st._lhs_signals()):
+            if not self._lhs_ids(st).intersection(watched):
                 continue
             nxt = []
             for f, taken in paths:
                 if isinstance(st, Assign):
-                    ids = {id(x) for x in st.lhs._lhs_signals()}
+                    ids = self._lhs_ids(st)
                     nxt.append((f, taken + [("d" if watched[0] in ids else "g", st.lhs,
                                              st.rhs, "dirty" if dirty else None)]))
                     continue
@@ -984,6 +1070,7 @@ def analyse(fragment, component, inventory, force_live=()):
 
     a.dead = set()
     a.guards = {}
+    a.reset_memo()
     nxt, out_sinks = _ff_reads(a)
     readers = {}
     for k, rs in nxt.items():
@@ -1009,7 +1096,7 @@ def analyse(fragment, component, inventory, force_live=()):
         guards = candidates(e)
         while guards:
             a.guards[e] = guards
-            a._memo.clear()
+            a.flush()
             keep = [g for g in guards if a.check_dead(e, g)]
             if len(keep) == len(guards):
                 break
@@ -1017,7 +1104,7 @@ def analyse(fragment, component, inventory, force_live=()):
         if not guards:
             a.guards.pop(e, None)
             a.dead.discard(e)
-            a._memo.clear()
+            a.flush()
             return "no guard keeps it"
         a.guards[e] = guards
         saved = {}
@@ -1031,14 +1118,14 @@ def analyse(fragment, component, inventory, force_live=()):
                     a.dead.discard(e)
                     a.guards.pop(e, None)
                     a.guards.update(saved)
-                    a._memo.clear()
+                    a.flush()
                     return f"it alone guards {_name(a, k)}"
                 work.append(k)
         seen_sink = set()
         why = None
         while work and why is None:
             x = work.pop()
-            a._memo.clear()
+            a.flush()
             for k in readers.get(x, ()):
                 if k in a.dead:
                     if k == e and x == e:
@@ -1074,7 +1161,7 @@ def analyse(fragment, component, inventory, force_live=()):
             a.dead.discard(e)
             a.guards.pop(e, None)
             a.guards.update(saved)
-            a._memo.clear()
+            a.flush()
         return why
 
     while True:
@@ -1110,13 +1197,13 @@ def analyse(fragment, component, inventory, force_live=()):
             continue
         for k in saved:
             a.guards[k] = [x for x in saved[k] if x is not g]
-        a._memo.clear()
+        a.flush()
         if not (all(a.check_dead(k, x) for k in a.dead for x in a.guards[k])
                 and _sinks_clean(a)):
             a.guards.update(saved)
     # A last full check: every dead flip-flop's guards and every sink, as the argument
     # needs them (the trials checked only what each change could reach).
-    a._memo.clear()
+    a.reset_memo()
     for k in a.dead:
         a.guards[k] = [g for g in a.guards[k] if a.check_dead(k, g)]
         assert a.guards[k], f"liveness: {_name(a, k)} lost its guards"

@@ -527,6 +527,10 @@ async def migrate(bus, design, deployment, shape, migration, run, after):
         await RisingEdge(clk)
     source, target, tenant = (migration[k] for k in ("source", "target", "tenant"))
     chain = deployment.chains[tenant].name
+    # The chain's configuration (what the boundary state map leaves out, strobed into the
+    # NTs), then the source's read-write registers as they read now.
+    for block, reg, value in chain_writes(deployment.chains[tenant], target):
+        await write_register(bus, regmap, block, reg, value)
     for block, reg in configuration_registers(design, source, chain):
         await write_register(bus, regmap, block.replace(f"r{source}_", f"r{target}_", 1),
                              reg, await read_register(bus, regmap, block, reg))

@@ -946,12 +946,23 @@ class ControlPlane:
         await self.refresh()
         record, index = self._check_migration(tenant, source, target)
         regions = tuple(target if r == source else r for r in record.regions)
-        plan = []
+        try:
+            spec = load_chain(record.source)
+        except ChainError as e:
+            raise DeployRefused(f"tenant {tenant}'s chain specification is needed to configure "
+                                f"the target region: {e}") from None
+        # The chain's configuration writes: they also write the tables strobed into the NTs,
+        # configuration that a boundary state map leaves out; then the source's read-write
+        # registers as they read now.
+        plan = [_Write(*w) for w in chain_writes(spec, target)] if self.active[target] == index \
+            else []
         for (block, reg) in configuration_registers(self.description, source, record.chain):
             plan.append(_Write(block.replace(f"r{source}_", f"r{target}_", 1), reg,
                                await self.read(block, reg)))
         if self.active[target] != index:
-            plan.append(_Load(target, index))
+            # The personality loads first: writes to its NTs land in the one that runs.
+            plan = [_Load(target, index), *(_Write(*w) for w in chain_writes(spec, target)),
+                    *plan]
         plan.append(_Write("scheduler", f"r{target}_cost",
                            await self.read("scheduler", f"r{source}_cost")))
         journal = {}

@@ -12,9 +12,11 @@ loaded is dispatched there, the others are held (their packets queue in the pack
 
 A switch: hold the running tenant and wait until its packets in flight have left (the region
 is then empty of it); stop the region at a packet boundary (immediate); save its context: the
-state words (every flip-flop and memory row of the chain) and the chain's read-write
-registers (the NTs' configuration lives in the register file, not in the NTs); load the next
-tenant's context and registers; resume; release the next tenant's hold.
+state words (the state map: with the boundary state port, only the state live at a boundary)
+and the chain's read-write registers; load the next tenant's context: its configuration writes
+first (while stopped: they restore the configuration state the map leaves out, such as an
+ACL's rules, and whatever else they touch is overwritten next), then its state words and
+registers; resume; release the next tenant's hold.
 
 A new tenant's context starts from the state map's reset values: the region is loaded with
 them and runs, with every sharing tenant held, while the tenant's configuration is written
@@ -44,6 +46,7 @@ class TimeShare:
         self.timeout = timeout
         self.contexts = {}      # tenant -> saved context (not loaded)
         self.active = None      # tenant whose context is loaded
+        self.writes = {}        # tenant -> its configuration writes
 
     async def _reg(self, block, reg, value=None):
         if value is None:
@@ -63,13 +66,16 @@ class TimeShare:
                                  f"leave in {self.timeout:g} s")
             await self.state.wait()
 
-    async def _save(self, name):
+    async def _save(self, name, tenant):
         snapshot = await self.state.capture()
         registers = {(b, r): await self._reg(b, r)
                      for b, r in configuration_registers(self.description, self.region, name)}
-        return {"snapshot": snapshot, "registers": registers}
+        return {"snapshot": snapshot, "registers": registers,
+                "writes": self.writes.get(tenant, [])}
 
     async def _load(self, context):
+        for block, reg, value in context["writes"]:
+            await self._reg(block, reg, value)
         await self.state.restore(context["snapshot"])
         for (block, reg), value in context["registers"].items():
             await self._reg(block, reg, value)
@@ -87,9 +93,10 @@ class TimeShare:
         if tenant in self.contexts or tenant == self.active:
             raise StateError(f"tenant {tenant} already has a context in region {self.region}")
         await self._hold(tenant, True)
+        self.writes[tenant] = [tuple(w) for w in writes]
         if self.active is not None:
             name = await self._stop_active()
-            running = await self._save(name)
+            running = await self._save(name, self.active)
         else:
             name = await self.state.suspend(at_boundary=True)
             running = None
@@ -107,9 +114,10 @@ class TimeShare:
                 await self._hold(tenant, False)
                 return
             await self.state.suspend(at_boundary=True)
-            self.contexts[tenant] = await self._save(name)
+            self.contexts[tenant] = await self._save(name, tenant)
         except BaseException:
             self.contexts.pop(tenant, None)
+            self.writes.pop(tenant, None)
             if running is not None:     # the running tenant's context back, best effort
                 try:
                     await self.state.suspend(at_boundary=False)
@@ -127,6 +135,7 @@ class TimeShare:
         """``tenant`` stops sharing the region. Its context is forgotten; if it is the one
         loaded (its packets already gone: the control plane disabled and drained it), the
         first other sharer's context is loaded and released."""
+        self.writes.pop(tenant, None)
         if tenant != self.active:
             self.contexts.pop(tenant, None)
             await self._hold(tenant, False)
@@ -147,14 +156,19 @@ class TimeShare:
         return {"active": self.active,
                 "contexts": {str(t): {"snapshot": c["snapshot"],
                                       "registers": [[b, r, v] for (b, r), v in
-                                                    c["registers"].items()]}
-                             for t, c in self.contexts.items()}}
+                                                    c["registers"].items()],
+                                      "writes": [list(w) for w in c["writes"]]}
+                             for t, c in self.contexts.items()},
+                "writes": {str(t): [list(w) for w in ws] for t, ws in self.writes.items()}}
 
     def load_json(self, raw):
         self.active = raw.get("active")
         self.contexts = {int(t): {"snapshot": c["snapshot"],
-                                  "registers": {(b, r): v for b, r, v in c["registers"]}}
+                                  "registers": {(b, r): v for b, r, v in c["registers"]},
+                                  "writes": [tuple(w) for w in c.get("writes", [])]}
                          for t, c in raw.get("contexts", {}).items()}
+        self.writes = {int(t): [tuple(w) for w in ws]
+                       for t, ws in raw.get("writes", {}).items()}
         return self
 
     async def switch(self, tenant):
@@ -165,7 +179,7 @@ class TimeShare:
             raise StateError(f"tenant {tenant} has no context in region {self.region} (add "
                              f"it first; contexts: {sorted(self.contexts)})")
         name = await self._stop_active()
-        self.contexts[self.active] = await self._save(name)
+        self.contexts[self.active] = await self._save(name, self.active)
         await self._load(self.contexts.pop(tenant))
         await self.state.resume()
         await self._hold(tenant, False)

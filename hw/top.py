@@ -22,6 +22,7 @@ from .csr.regfile import RegisterFile
 from .csr.registers import R, Register, RegisterBlock, RegisterMap
 from .parser.meta import meta_layout
 from .parser.parser import HeaderParser
+from .shell import SHELL_MEMBERS, connect_port, registered_reset
 
 __all__ = ["ParserTop", "register_map", "id_block", "parser_block", "drive_id",
            "drive_id_and_parser", "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION", "CSR_ADDR_WIDTH"]
@@ -78,6 +79,7 @@ class ParserTop(wiring.Component):
         self.meta_layout = meta_layout(config.header_bytes)
         self.regmap = register_map(config)
         super().__init__({
+            **SHELL_MEMBERS,
             "s_axis": In(AxiStreamSignature(config.data_width)),
             "m_axis": Out(AxiStreamSignature(config.data_width, self.meta_layout.size)),
             "s_axil": In(AxiLiteSignature(CSR_ADDR_WIDTH)),
@@ -86,15 +88,16 @@ class ParserTop(wiring.Component):
     def elaborate(self, platform):
         cfg = self.config
         m = Module()
+        in_reset = registered_reset(m, self)
         m.submodules.rx = rx = AxiStreamToPacket(cfg.data_width)
         m.submodules.parser = parser = HeaderParser(
             cfg.data_width, cfg.header_bytes, cfg.walk_steps)
         m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.meta_layout)
         m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
-        wiring.connect(m, wiring.flipped(self.s_axis), rx.s_axis)
+        connect_port(m, self.s_axis, rx.s_axis, in_reset)
         wiring.connect(m, rx.o, parser.i)
         wiring.connect(m, parser.o, tx.i)
-        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
-        wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
+        connect_port(m, self.m_axis, tx.m_axis, in_reset)
+        connect_port(m, self.s_axil, csr.s_axil, in_reset)
         drive_id_and_parser(m, csr, cfg, parser)
         return m

@@ -38,6 +38,7 @@ from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
 from ..csr.registers import R, Register, RegisterBlock, RegisterMap
 from ..parser.parser import HeaderParser
+from ..shell import SHELL_MEMBERS, connect_port, registered_reset
 from ..top import CSR_ADDR_WIDTH, drive_id, id_block
 from .classifier import TenantClassifier, classifier_block
 from .egress import EgressStage
@@ -140,8 +141,9 @@ class MultiTenantNic(wiring.Component):
         self.personalities = personalities or load_personalities(config)
         self.regmap = nic_register_map(config, self.personalities)
         self.user_layout = nic_layout(shape)
-        members = {f"s_axis{p}": In(AxiStreamSignature(config.data_width))
-                   for p in range(shape.ports)}
+        members = {**SHELL_MEMBERS}
+        members.update({f"s_axis{p}": In(AxiStreamSignature(config.data_width))
+                        for p in range(shape.ports)})
         members["m_axis"] = Out(AxiStreamSignature(config.data_width, self.user_layout.size))
         members["s_axil"] = In(AxiLiteSignature(CSR_ADDR_WIDTH))
         super().__init__(members)
@@ -149,8 +151,9 @@ class MultiTenantNic(wiring.Component):
     def elaborate(self, platform):
         cfg, shape = self.config, self.shape
         m = Module()
+        in_reset = registered_reset(m, self)
         m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
-        wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
+        connect_port(m, self.s_axil, csr.s_axil, in_reset)
         drive_id(m, csr, cfg.build_id, cfg.data_width, cfg.header_bytes)
         m.d.comb += [
             csr.field("nic", "tenants").eq(shape.tenants),
@@ -169,7 +172,7 @@ class MultiTenantNic(wiring.Component):
             m.submodules[f"rx{p}"] = rx
             m.submodules[f"parser{p}"] = parser
             m.submodules[f"classifier{p}"] = classifier
-            wiring.connect(m, wiring.flipped(getattr(self, f"s_axis{p}")), rx.s_axis)
+            connect_port(m, getattr(self, f"s_axis{p}"), rx.s_axis, in_reset)
             wiring.connect(m, rx.o, parser.i)
             wiring.connect(m, parser.o, classifier.i)
             wiring.connect(m, classifier.o, sched.i[p])
@@ -248,7 +251,7 @@ class MultiTenantNic(wiring.Component):
 
         m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.user_layout)
         wiring.connect(m, egress.o, tx.i)
-        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
+        connect_port(m, self.m_axis, tx.m_axis, in_reset)
         return m
 
     def _connect_done(self, m, sched, store, egress):

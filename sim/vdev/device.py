@@ -5,7 +5,7 @@ design has drained), pop whole delivered packets, and read or write registers ov
 which the C++ harness carries out cycle by cycle while traffic keeps flowing. On the 64-bit
 designs this runs millions of cycles a second against tens of thousands under cocotb.
 
-Cycle ``c`` is the ``c``-th rising edge since reset was released, counted from 0; a beat
+Cycle ``c`` is the ``c``-th rising edge since the design left reset, counted from 0; a beat
 "enters" or "leaves" in the cycle whose edge samples its handshake. The parser's ``now``
 counter reads the same number, so a packet's ingress timestamp (the ``ts`` metadata field) is
 its accept cycle modulo 2**32 (:meth:`VirtualDevice.ingress_cycles`).
@@ -99,10 +99,12 @@ class VirtualDevice:
         self._rdata, self._resp = ctypes.c_uint32(), ctypes.c_uint32()
 
     @classmethod
-    def build(cls, verilog_path, regmap_path=None, progress=print, top=None):
+    def build(cls, verilog_path, regmap_path=None, progress=print, top=None, profile=False):
         """Build (or reuse from the cache) the library for ``verilog_path`` and start one
-        device. ``regmap_path`` (the design's JSON description) is loaded into ``regmap``."""
-        library, ports = build_library(verilog_path, top=top, progress=progress)
+        device. ``regmap_path`` (the design's JSON description) is loaded into ``regmap``.
+        ``profile``: the build :mod:`.profile` samples (see :func:`.build.build_library`)."""
+        library, ports = build_library(verilog_path, top=top, progress=progress,
+                                       profile=profile)
         regmap = json.loads(Path(regmap_path).read_text()) if regmap_path else None
         return cls(library, ports, regmap)
 

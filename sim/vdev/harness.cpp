@@ -5,7 +5,7 @@
 // Timing model (the same as the cocotb benches): each cycle the harness sets its inputs,
 // evaluates with clk low so combinational outputs settle, samples every handshake (a transfer
 // happens when valid and ready are both high at the rising edge), then raises clk. Cycle c is
-// the c-th rising edge after reset was released, counted from 0; the parser's `now` counter
+// the c-th rising edge after the design left reset, counted from 0; the parser's `now` counter
 // reads c at that edge, so an ingress timestamp equals the accept cycle modulo 2**32.
 
 #include <cstdint>
@@ -247,6 +247,10 @@ void vdev_reset(Device* d, int cycles) {
         t->clk = 1; t->eval();
     }
     t->rst = 0;
+    // The designs' shell registers rst (hw/shell.py): the edge after it falls is still a
+    // reset edge, with every handshake closed. Cycle 0 is the first edge out of reset.
+    t->clk = 0; t->eval();
+    t->clk = 1; t->eval();
     d->cycle = 0;
     d->last_activity = 0;
 }

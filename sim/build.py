@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..hw.cache import cache_root, locked as _locked
-
+from ..hw.config import ConfigError
 from .toolchain import ensure_verilator
 
 __all__ = ["cache_root", "generated_design", "generated_component", "build_simulator",
@@ -34,6 +34,7 @@ SPLIT_CFUNCS = ["--output-split-cfuncs", "2000"]
 # hw/lint.vlt for each reason); they must not stop a simulation build.
 VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0",
                   *SPLIT_CFUNCS]
+
 
 def _sources_hash() -> str:
     hw = Path(__file__).resolve().parent.parent / "hw"
@@ -54,7 +55,7 @@ def generated_design(config, progress=print):
     try:
         fields["chain_files"] = [str(p.resolve()) for p in config.chain_paths()] + [
             str(p.resolve()) for r in config.region_paths() for p in r]
-    except Exception:   # an unknown chain: write_design reports it
+    except ConfigError:     # an unknown chain: write_design reports it
         pass
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
     out = cache_root() / "gen" / f"{config.name}-{key}-{_sources_hash()}"

@@ -145,7 +145,6 @@ class Inventory:
                 tuple(index[id(sig)] for _p, _f, sig in config),
                 frozenset() if self.traps else frozenset(lv.config_memories),
                 () if self.traps else tuple(index[id(sig)] for _p, _f, sig in lv.commands))
-        cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps(_plan_to_json(plan)))
         partial.replace(cached)         # atomic: a parallel reader never sees half a file

@@ -332,7 +332,7 @@ class _Analysis:
                 return v if v is None or op == "b" else 1 - v
             if op in ("&", "|") and all(self._len(a) == 1 for a in args):
                 # One controlling operand decides; evaluated lazily, in order.
-                control, unknown = (0, False) if op == "&" else (1, False)
+                control, unknown = (0 if op == "&" else 1), False
                 for a in args:
                     v = self._eval_bit(a, facts, 0, depth + 1)
                     if v == control:

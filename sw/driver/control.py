@@ -951,18 +951,15 @@ class ControlPlane:
         except ChainError as e:
             raise DeployRefused(f"tenant {tenant}'s chain specification is needed to configure "
                                 f"the target region: {e}") from None
-        # The chain's configuration writes: they also write the tables strobed into the NTs,
-        # configuration that a boundary state map leaves out; then the source's read-write
+        # The personality loads first (writes to its NTs land in the one that runs); then the
+        # chain's configuration writes, which also write the tables strobed into the NTs (the
+        # configuration a boundary state map leaves out); then the source's read-write
         # registers as they read now.
-        plan = [_Write(*w) for w in chain_writes(spec, target)] if self.active[target] == index \
-            else []
+        plan = [_Load(target, index)] if self.active[target] != index else []
+        plan += [_Write(*w) for w in chain_writes(spec, target)]
         for (block, reg) in configuration_registers(self.description, source, record.chain):
             plan.append(_Write(block.replace(f"r{source}_", f"r{target}_", 1), reg,
                                await self.read(block, reg)))
-        if self.active[target] != index:
-            # The personality loads first: writes to its NTs land in the one that runs.
-            plan = [_Load(target, index), *(_Write(*w) for w in chain_writes(spec, target)),
-                    *plan]
         plan.append(_Write("scheduler", f"r{target}_cost",
                            await self.read("scheduler", f"r{source}_cost")))
         journal = {}

@@ -279,15 +279,22 @@ class FlowMonitor(NetworkTask):
         e1_cols = [Signal(max(1, column_bits), name=f"e1_col{r}") for r in range(rows)]
         m.d.sync += [
             e0_valid.eq(accept & self.i.p.last & counted_now),
-            e0_key.eq(meta.flow), e0_len.eq(length), e0_bytes.eq(bytes_mode_now),
-            e0_bucket.eq(meta.flow_hash[:bucket_bits]),
             e1_valid.eq(e0_valid), e1_key.eq(e0_key), e1_len.eq(e0_len),
             e1_bytes.eq(e0_bytes), e1_bucket.eq(e0_bucket),
         ]
+        # E0 loads only from a beat taken: between packets it holds (its bucket keeps
+        # addressing the table), so nothing in it depends on an input nobody offered. That
+        # lets the state transform analyse this NT as a part of a chain
+        # (hw/transform/compose.py); a flip-flop's enable costs no LUT on an FPGA.
+        with m.If(accept):
+            m.d.sync += [e0_key.eq(meta.flow), e0_len.eq(length), e0_bytes.eq(bytes_mode_now),
+                         e0_bucket.eq(meta.flow_hash[:bucket_bits])]
         for r in range(rows):
             col = _h3(m, Cat(meta.flow_hash, meta.flow.proto), matrices[r], column_bits,
                       f"col{r}")
-            m.d.sync += [e0_cols[r].eq(col), e1_cols[r].eq(e0_cols[r])]
+            with m.If(accept):
+                m.d.sync += e0_cols[r].eq(col)
+            m.d.sync += e1_cols[r].eq(e0_cols[r])
 
         # E1: merge (memory or bypass), update, write.
         t_read = table.read_port()

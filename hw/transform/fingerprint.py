@@ -21,7 +21,7 @@ from amaranth.hdl._mem import MemoryInstance
 
 __all__ = ["fingerprint"]
 
-_SOURCES = ("liveness.py", "inventory.py", "fingerprint.py")
+_SOURCES = ("liveness.py", "inventory.py", "fingerprint.py", "compose.py")
 
 
 def fingerprint(fragment, component, extra=()):

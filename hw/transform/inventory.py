@@ -117,23 +117,58 @@ class Inventory:
     #: strobe, they ask for configuration writes, so they run while configuration does.
     commands: list = ()
 
-    def keep_live(self, component, fragment):
+    def keep_live(self, component, fragment, part=False):
         """Leave out of the map the flip-flops that are dead at a drained packet boundary
         (see liveness.py); the traps' flip-flops always stay. Returns the plan
-        (:meth:`apply_plan` repeats it on another elaboration of the same component)."""
+        (:meth:`apply_plan` repeats it on another elaboration of the same component).
+
+        A component made of parts wired port to port gets the union of its parts' plans
+        (compose.py). Any other is analysed under the stream contract that makes it fit to
+        be a part, so that it has one plan whether it stands alone or in a chain (one
+        analysis, one cache entry); only one that stands alone (not ``part``) and cannot
+        meet the contract is analysed without it (its inputs are then the outside world's,
+        the same in both runs). Traps stop a component mid-packet: no contract then."""
+        from .compose import parts
+        from .liveness import ContractError
         force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
-        key = fingerprint(fragment, component, force)
+        if not self.traps:
+            split = parts(fragment, component)
+            plan = self._composed_plan(split) if split else None
+            if plan is not None:
+                self.apply_plan(plan)
+                return plan
+            try:
+                return self._cached_plan(fragment, component, force, True)
+            except ContractError:
+                if part:
+                    raise
+        return self._cached_plan(fragment, component, force, False)
+
+    def _cached_plan(self, fragment, component, force, contract):
+        from .liveness import ContractError
+        key = fingerprint(fragment, component, [*force, "contract" if contract else ""])
         cached = cache_root() / "liveness" / f"{key}.json"
         with locked(cached.parent, f".{key}.lock"):
-            return self._plan(fragment, component, force, cached)
+            if cached.exists():
+                raw = json.loads(cached.read_text())
+            else:
+                try:
+                    raw = _plan_to_json(self._analysed_plan(fragment, component, force,
+                                                            contract))
+                except ContractError as e:
+                    raw = {"contract_error": str(e)}     # remembered: not tried again
+                partial = cached.with_suffix(f".{os.getpid()}.tmp")
+                partial.write_text(json.dumps(raw))
+                partial.replace(cached)     # atomic: a parallel reader never sees half a file
+        if "contract_error" in raw:
+            raise ContractError(raw["contract_error"])
+        plan = _plan_from_json(raw)
+        self.apply_plan(plan)
+        return plan
 
-    def _plan(self, fragment, component, force, cached):
-        if cached.exists():
-            plan = _plan_from_json(json.loads(cached.read_text()))
-            self.apply_plan(plan)
-            return plan
+    def _analysed_plan(self, fragment, component, force, contract):
         from .liveness import analyse
-        lv = analyse(fragment, component, self, force)
+        lv = analyse(fragment, component, self, force, contract)
         index = {id(sig): n for n, (_p, _f, sig) in enumerate(self.flip_flops)}
         # A component with traps stops mid-packet and frozen whole: its configuration stays
         # in the map (it could not be rewritten while stopped).
@@ -145,11 +180,35 @@ class Inventory:
                 tuple(index[id(sig)] for _p, _f, sig in config),
                 frozenset() if self.traps else frozenset(lv.config_memories),
                 () if self.traps else tuple(index[id(sig)] for _p, _f, sig in lv.commands))
-        partial = cached.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(_plan_to_json(plan)))
-        partial.replace(cached)         # atomic: a parallel reader never sees half a file
-        self.apply_plan(plan)
         return plan
+
+    def _composed_plan(self, split):
+        """The union of the plans of ``split``'s parts (compose.py), each analysed (or
+        found in the cache) on its own, in this inventory's numbering; None if a part
+        cannot be analysed alone."""
+        from .liveness import ContractError
+        index = {id(sig): n for n, (_p, _f, sig) in enumerate(self.flip_flops)}
+        mem_index = {id(mem): n for n, (_p, mem) in enumerate(self.memories)}
+        dead, guards, why, ports, config, config_mems, commands = [], {}, {}, {}, [], set(), []
+        for path, frag, comp in split:
+            sub = take_inventory(frag)
+            ffs = [index[id(sig)] for _p, _f, sig in sub.flip_flops]
+            mems = [mem_index[id(mem)] for _p, mem in sub.memories]
+            try:
+                s_dead, s_guards, s_why, s_ports, s_config, s_mems, s_commands = \
+                    sub.keep_live(comp, frag, part=True)
+            except ContractError:
+                return None
+            dead += [ffs[n] for n in s_dead]
+            guards.update({ffs[n]: tuple(ffs[g] for g in gs) for n, gs in s_guards.items()})
+            why.update({_join(path, name): r for name, r in s_why.items()})
+            ports.update({(mems[n], k): tuple(ffs[g] for g in gs)
+                          for (n, k), gs in s_ports.items()})
+            config += [ffs[n] for n in s_config]
+            config_mems |= {mems[n] for n in s_mems}
+            commands += [ffs[n] for n in s_commands]
+        return (tuple(dead), guards, why, ports, tuple(config), frozenset(config_mems),
+                tuple(commands))
 
     def apply_plan(self, plan):
         dead_idx, guard_idx, _why, port_idx, config_idx, config_mems, command_idx = plan

@@ -22,8 +22,9 @@ holds at the start (every guard is 0). It is kept, and no output can differ, if:
 
 (a) every *sink* is equal in both runs whenever R holds: the next value of every live
     flip-flop; every output port (a stream's ``valid``; its payload when ``valid`` is 1; an
-    input stream's ``ready`` when its ``valid`` is 1; every other output); every memory port's
-    enable, and its address and data when the enable is 1;
+    input stream's ``ready`` when its ``valid`` is 1; every other output); every memory write
+    port's enable, and its address and data when the enable is 1; every asynchronous read
+    port's enable and address (a synchronous one's data register is a flip-flop here);
 (b) for every dead ``d``: on every path through its fragment's ``sync`` statements, ``d``'s
     next value is equal in both runs, or ``g``'s next value is 0.
 
@@ -38,7 +39,21 @@ tainted taints everything assigned under it. (b) is checked per path of ``d``'s 
 assignments, for ``g`` = 1 (``d`` holding its value keeps it equal) and ``g`` = 0 (``d`` must
 be assigned an untainted value, or ``g`` cleared or held at 0); when ``d``'s new value is
 tainted by one other dead flip-flop ``e``, the path is split on ``e``'s guard (a pipeline
-stage copying the previous stage's data and valid bit every cycle).
+stage copying the previous stage's data and valid bit every cycle). A guard is live, so its
+next value is a sink, equal in both runs: its value on a path counts even where the path's
+condition is tainted.
+
+The inputs. Standing alone, a component sees the same inputs in both runs. As a part of a
+larger one (compose.py) it may only assume what its neighbours' sinks promise, the *stream
+contract*: an input stream's payload is equal while its ``valid`` is 1, an output stream's
+``ready`` while that stream's ``valid`` is 1, everything else always. Under ``contract`` a
+read outside it taints with the port itself, which no choice of live flip-flops can clean: a
+sink it reaches makes the analysis fail with :class:`ContractError` (the component must be
+analysed with its neighbours). Two rules keep the common forms clean: an output's ``ready``
+read in ``~o.valid | o.ready`` (an untainted 1 decides an ``|``), and an assignment under a
+tainted condition that cannot change its flip-flop (``Elif(o.ready): o_valid.eq(0)`` where
+``o_valid`` is 0), with the next value split on the port's ``valid`` as a dead register's
+read splits on its guard.
 
 The analysis is a greatest fixpoint: it starts with every flip-flop dead that has a guard
 candidate, and moves to the live set every flip-flop that taints a sink or fails (b) with
@@ -57,7 +72,7 @@ from amaranth.hdl._ast import (Assign, Concat, Initial, Operator, Part, Slice, S
                                SwitchValue, _StatementList)
 from amaranth.lib import stream, wiring
 
-__all__ = ["Liveness", "analyse"]
+__all__ = ["ContractError", "Liveness", "analyse"]
 
 _INFEASIBLE = object()
 
@@ -69,6 +84,11 @@ _ARITH = {
     ">": lambda a, b: int(a > b), ">=": lambda a, b: int(a >= b),
     "r|": lambda a: int(a != 0), "b": lambda a: int(a != 0),
 }
+
+
+class ContractError(Exception):
+    """The component's outputs or live state depend on a stream input beyond its port
+    contract: it cannot be analysed as a part (compose.py)."""
 
 
 class _TooMany(Exception):
@@ -109,7 +129,7 @@ def _bits_of(value):
 
 
 class _Analysis:
-    def __init__(self, fragment, component, inventory, force_live):
+    def __init__(self, fragment, component, inventory, force_live, contract=False):
         self._shapes = {}       # id(value) -> (width, signed, value kept alive)
         self._evals = {}        # see _eval_bit
         self.inv = inventory
@@ -143,12 +163,49 @@ class _Analysis:
         self.dead = {k for k, (_p, _f, sig) in self.ff.items()
                      if k not in self.force_live and self._len(sig) > 1}
         self.bit_keys = {(k, 0) for k, (_p, _f, sig) in self.ff.items() if self._len(sig) == 1}
+        self.component = component
+        # The stream contract at the component's ports (see the module docstring): an input
+        # stream's payload is only known equal in both runs while valid and ready, an output
+        # stream's ready only while valid. Reading one elsewhere taints with the port's id.
+        # Signals no statement drives hold their reset value (a read port's enable left at
+        # 1), unless the component's ports bring them in.
+        self.inputs = {id(x) for _p, _m, v in component.signature.flatten(component)
+                       for x in Value.cast(v)._rhs_signals()}
+        self.port_conds = {}
+        for payload_or_ready, conds in (_stream_contract(component) if contract else ()):
+            self.port_conds[id(payload_or_ready)] = conds
+            self.bit_keys |= {(id(c), 0) for c in conds}
+            if payload_or_ready is not None and len(payload_or_ready) == 1:
+                self.bit_keys.add((id(payload_or_ready), 0))     # an output's ready
+            for c in conds:
+                self._cone_keys(c, self.bit_keys)
         self.guards = {}        # id(dead flip-flop) -> [guard signals], every one passing (b)
         self.why = {}           # id(flip-flop) -> why it is live (what the analysis saw)
         self._memo = {}
         self._memo_index = {}   # id(signal) -> memo keys of values that read it
         self._snap = self._state_snapshot()
-        self.component = component
+
+    def _cone_keys(self, value, keys, depth=0):
+        """Add to ``keys`` the fact keys that can decide the 1-bit ``value`` (a port's
+        ``ready``, computed from the stage-valid bits and an ``advance`` signal): the taint of
+        a port read depends on them, so the taint memo must keep them."""
+        if depth > 12 or self._len(value) != 1:
+            return
+        if isinstance(value, Signal):
+            if (id(value), 0) in keys and depth:
+                return
+            keys.add((id(value), 0))
+            drivers = self.comb.get(id(value))
+            if drivers and len(drivers) == 1 and not drivers[0][0] and drivers[0][1] is value:
+                self._cone_keys(drivers[0][2], keys, depth + 1)
+        elif isinstance(value, Operator):
+            keys.add((self._skey(value), 0))
+            self.signals[id(value)] = value         # kept alive: its id is in a key
+            for x in value.operands:
+                self._cone_keys(x, keys, depth + 1)
+        elif isinstance(value, Slice) and value.stop - value.start == 1 \
+                and isinstance(value.value, Signal) and value.start == 0:
+            self._cone_keys(value.value, keys, depth + 1)
 
     # -- the statement tree -------------------------------------------------------------
 
@@ -238,6 +295,9 @@ class _Analysis:
             have = facts.get(key)
             if have is not None:
                 return facts if have == v else _INFEASIBLE
+            if id(value) not in self.comb and id(value) not in self.ff \
+                    and id(value) not in self.inputs:
+                return facts if (value.init >> bit) & 1 == v else _INFEASIBLE
             facts = {**facts, key: v}
             drivers = self.comb.get(id(value))
             if drivers and len(drivers) == 1:
@@ -310,6 +370,8 @@ class _Analysis:
                 tests, lhs, rhs = drivers[0]
                 if not tests and lhs is value:
                     return self._eval_bit(rhs, facts, bit, depth + 1)
+            if not drivers and id(value) not in self.ff and id(value) not in self.inputs:
+                return (value.init >> bit) & 1
             return None
         if isinstance(value, SwitchValue):
             return self._switch_value_eval(value, facts, bit, depth)
@@ -443,6 +505,11 @@ class _Analysis:
 
     # -- taint ----------------------------------------------------------------------------
 
+    def bad(self, t):
+        """The part of a taint that breaks a sink: dead flip-flops (a memoised taint may
+        still name one since made live) and ports read outside their contract."""
+        return (t & self.dead) | frozenset(k for k in t if k in self.port_conds)
+
     def taint(self, value, facts, depth=0):
         if facts is _INFEASIBLE:
             return frozenset()
@@ -474,6 +541,11 @@ class _Analysis:
                         return frozenset()
                     return frozenset([k])
                 return frozenset()
+            conds = self.port_conds.get(k)
+            if conds is not None:
+                if all(self._eval_bit(c, facts) == 1 for c in conds):
+                    return frozenset()
+                return frozenset([k])
             if k in self.comb:
                 out = set()
                 for tests, lhs, rhs in self.comb[k]:
@@ -499,6 +571,15 @@ class _Analysis:
                     tb = self.taint(b, self._add_fact(facts, a, 0, 1))
                 if not tb:
                     ta = self.taint(a, self._add_fact(facts, b, 0, 1))
+                return ta | tb
+            if value.operator == "|" and len(args) == 2 and all(self._len(a) == 1 for a in args):
+                # Where an untainted operand is 1 the other does not matter.
+                a, b = args
+                ta, tb = self.taint(a, facts), self.taint(b, facts)
+                if not ta and tb:
+                    tb = self.taint(b, self._add_fact(facts, a, 0, 0))
+                if not tb and ta:
+                    ta = self.taint(a, self._add_fact(facts, b, 0, 0))
                 return ta | tb
             out = frozenset()
             for a in args:
@@ -608,11 +689,30 @@ class _Analysis:
             return out
         return frozenset()
 
+    def _case_taint(self, switch, k, facts):
+        """The taint of whether case ``k`` of ``switch`` is taken: of the test's bits that
+        the patterns of cases ``0..k`` look at (an ``If``/``Elif`` chain is a Switch on the
+        ``Cat`` of its conditions, and its first case does not depend on the later ones)."""
+        test = switch.test
+        n = self._len(test)
+        if n == 1:
+            return self.taint(test, facts)
+        bits = set()
+        for patterns, _body, *_rest in switch.cases[:k + 1]:
+            for pat in patterns or ():
+                bits |= {pos for pos, ch in enumerate(reversed(pat)) if ch in "01"}
+        if len(bits) == n:
+            return self.taint(test, facts)
+        out = frozenset()
+        for b in sorted(bits):
+            out |= self._taint_range(test, b, b + 1, facts)
+        return out
+
     def _path(self, tests, facts):
         """Facts on a path of ``(switch, case)`` steps and the taint of its conditions."""
         taint = frozenset()
         for switch, k in tests:
-            t = self.taint(switch.test, facts)
+            t = self._case_taint(switch, k, facts)
             if t:
                 taint |= t
                 continue
@@ -639,8 +739,9 @@ class _Analysis:
                 payload = Value.cast(port.payload)
                 if member.flow == wiring.Out:
                     out.append((f"{name}.valid", valid, {}))
+                    # While valid, not only when taken: a neighbour may look at the payload
+                    # before it says ready (compose.py; AXI-Stream holds it until taken).
                     f = self._add_fact({}, valid, 0, 1)
-                    f = self._add_fact(f, ready, 0, 1)
                     out.append((f"{name}.payload", payload, f))
                 else:
                     out.append((f"{name}.ready", ready, self._add_fact({}, valid, 0, 1)))
@@ -654,14 +755,49 @@ class _Analysis:
                 en = Value.cast(p._en)
                 out.append((f"{where} write enable", en, {}))
                 f = self._add_fact({}, en, 0, 1) if self._len(en) == 1 else {}
-                out.append((f"{where} write address", Value.cast(p._addr), f))
-                out.append((f"{where} write data", Value.cast(p._data), f))
+                out.append((f"{where} write address", ("when", Value.cast(p._addr), en), f))
+                out.append((f"{where} write data", ("when", Value.cast(p._data), en), f))
             for p in mem._read_ports:
+                if id(p._data) in self.rdports:
+                    # A synchronous port's data register is a flip-flop of the analysis
+                    # (its next value reads the enable and the address): live, its next
+                    # value is a sink; dead, it has a guard like any other.
+                    continue
                 en = Value.cast(p._en)
                 out.append((f"{where} read enable", en, {}))
                 f = self._add_fact({}, en, 0, 1) if self._len(en) == 1 else {}
                 out.append((f"{where} read address", Value.cast(p._addr), f))
         return out
+
+    def sink_taint(self, value, facts):
+        """The taint of a sink of :meth:`sinks`."""
+        if not isinstance(value, tuple):
+            return self.taint(value, facts)
+        if value[0] == "next":
+            return self.next_taint(value[1])
+        return self._when_taint(value[1], value[2], facts)
+
+    def _when_taint(self, value, en, facts):
+        """The taint of ``value`` where ``en`` is 1 (``facts`` say so). A port's data and
+        enable are often driven side by side in the same cases (``If(sweeping): data.eq(0),
+        en.eq(...) Else: data.eq(updated), en.eq(write)``): then each case's data is only
+        needed where that case's enable is 1, which the single fact ``en == 1`` cannot say."""
+        dv, de = self.comb.get(id(value)), self.comb.get(id(en))
+        if not (isinstance(value, Signal) and isinstance(en, Signal) and dv and de
+                and len(dv) == len(de) and self._len(en) == 1
+                and all(tv == te and lv is value and le is en
+                        for (tv, lv, _rv), (te, le, _re) in zip(dv, de))):
+            return self.taint(value, facts)
+        out = set()
+        for (tests, _lv, rv), (_te, _le, re) in zip(dv, de):
+            f, t = self._path(tests, facts)
+            if f is _INFEASIBLE:
+                continue
+            g = self._add_fact(f, re, 0, 1) if not t else f
+            if g is _INFEASIBLE:
+                continue
+            out |= t | self.taint(rv, g)
+        return frozenset(out)
 
     def statements_of(self, k):
         """The ``sync`` statements that assign flip-flop ``k`` (and its fragment's others)."""
@@ -680,13 +816,39 @@ class _Analysis:
 
     def next_taint(self, k):
         """Taint of flip-flop ``k``'s next value (its hold is itself: untainted when live)."""
+        out = self._next_taint(k, {})
+        ports = {id(c): c for e in out if e in self.port_conds for c in self.port_conds[e]}
+        # An output's ready read outside its contract (``Elif(o.ready): o_valid.eq(0)``):
+        # split on the port's valid, which is equal in both runs (a sink), as a dead
+        # register's read splits on its guard.
+        for c in ports.values():
+            split = [self._next_taint(k, self._add_fact({}, c, 0, v)) for v in (1, 0)]
+            if not any(e in self.port_conds for t in split for e in t):
+                return split[0] | split[1]
+        return out
+
+    def _next_taint(self, k, facts):
+        sig = self.ff[k][2]
+        assigns = self.assigns_of(k)
         out = set()
-        for tests, lhs, rhs in self.assigns_of(k):
-            f, t = self._path(tests, {})
+        for n, (tests, lhs, rhs) in enumerate(assigns):
+            f, t = self._path(tests, facts)
             if f is _INFEASIBLE:
+                continue
+            if t and lhs is sig and self._no_change(sig, rhs, f) \
+                    and all(_exclusive(assigns[j][0], tests) for j in range(n)):
+                # Taken or not, the flip-flop keeps its value here: no earlier assignment can
+                # be taken with it, so without it the circuit is the same where ``f`` holds
+                # (and ``f`` holds in both runs: its facts are untainted).
                 continue
             out |= t | self.taint(rhs, f) | self._lhs_taint(lhs, f)
         return frozenset(out)
+
+    def _no_change(self, sig, rhs, facts):
+        if self._len(sig) > 32:
+            return False
+        now = self._eval_value(sig, facts)
+        return now is not None and now == self._eval_value(rhs, facts)
 
     def _sync_assigns(self, frag):
         cache = self.__dict__.setdefault("_sync_cache", {})
@@ -745,9 +907,9 @@ class _Analysis:
                     nxt.append((f, taken + [("d" if watched[0] in ids else "g", st.lhs,
                                              st.rhs, "dirty" if dirty else None)]))
                     continue
-                t = self.taint(st.test, f)
                 patterns = [c[0] for c in st.cases]
                 for k, (_p, body, _l) in enumerate(st.cases):
+                    t = self._case_taint(st, k, f)
                     g = f
                     if not t and not dirty:
                         for v, bit, x in _pattern_facts(st.test, patterns, k):
@@ -757,6 +919,7 @@ class _Analysis:
                     for h, sub in self._paths(body, g, watched, dirty or bool(t)):
                         nxt.append((h, taken + sub))
                 if None not in patterns:          # no case taken
+                    t = self._case_taint(st, len(st.cases) - 1, f)
                     g = f
                     if not t and not dirty:
                         for pats in patterns:
@@ -790,7 +953,10 @@ class _Analysis:
                         # registers, all guarded by the stage's valid bit).
                         common = None
                         for e in t:
-                            ids = {id(x): x for x in self.guards.get(e) or ()}
+                            # A port read outside its contract splits on the port's valid
+                            # and ready as a dead register splits on its guards.
+                            ids = {id(x): x for x in
+                                   self.guards.get(e) or self.port_conds.get(e) or ()}
                             common = ids if common is None else \
                                 {i: x for i, x in common.items() if i in ids}
                         for ge in (common or {}).values():
@@ -805,19 +971,29 @@ class _Analysis:
                     covered |= _covered(lhs, sig)
                     if len(covered) == self._len(sig):
                         d_state = "clean"
+            elif isinstance(lhs, Signal):
+                # Even under a tainted condition: ``g`` is live, so its next value is a sink
+                # (equal in both runs), and on this path of this run it is ``rhs``.
+                v = self._eval_bit(rhs, facts)
+                g_state = ("zero" if v == 0 else "other")
             else:
-                if dirty:
-                    g_state = "other"
-                elif isinstance(lhs, Signal):
-                    v = self._eval_bit(rhs, facts)
-                    g_state = ("zero" if v == 0 else "other")
-                else:
-                    g_state = "other"
+                g_state = "other"
         if d_state == "clean":
             return True
         if gv == 1 and d_state == "hold":
             return True
         return g_state == "zero" or (g_state == "hold" and gv == 0)
+
+
+def _exclusive(tests_a, tests_b):
+    """Whether two assignments' paths part at different cases of one Switch (at most one
+    of them is taken in a cycle)."""
+    for (sa, ka), (sb, kb) in zip(tests_a, tests_b):
+        if sa is not sb:
+            return False
+        if ka != kb:
+            return True
+    return False
 
 
 def _pattern_facts(test, all_patterns, k):
@@ -865,16 +1041,14 @@ def _draining(a, bits):
     every bit already kept at 0, a bit is kept if it clears on some path and no path sets it.
     A pipeline's first valid bit clears when nothing comes in, the next one then, and so on;
     a stage's data bit (a leftover of the last packet, copied only from the previous stage's
-    data) and a sticky flag never qualify. Bits whose value comes from a configuration input
-    (a mode bit) are left out too. This only picks guards: soundness does not rest on it
+    data), a sticky flag and a mode bit (its value an unknown configuration input) never
+    qualify. This only picks guards: soundness does not rest on it
     (the stop waits for every guard to be 0), a wrong pick would make the stop wait."""
-    config, quiet = _quiet(a, bits=False)
-    reads = _signal_reads(a)
-    pool = []
-    for g in bits:
-        rhss = [rhs for _t, _l, rhs in a.assigns_of(id(g))]
-        if not any(reads(r) & config for r in rhss):
-            pool.append(g)
+    _config, quiet = _quiet(a, bits=False)
+    # A bit computed with a configuration input qualifies too when the drain decides it
+    # (``e0_valid.eq(accept & last & counted)``, counted from a mode bit): the fixpoint
+    # below only keeps bits whose next values the quiet facts fix.
+    pool = list(bits)
     kept = []
     while True:
         facts = dict(quiet)
@@ -915,6 +1089,30 @@ def _quiet(a, bits=True):
             for bit in range(len(sig)):
                 quiet[(id(sig), bit)] = (sig.init >> bit) & 1
     return config, quiet
+
+
+def _stream_contract(component):
+    """``[(signal, [conditions])]``: what a component may assume of its stream ports when it
+    is one of several connected port to port (hw/transform/compose.py). Its neighbours promise
+    only what this analysis checks of their outputs (the sinks): an input stream's payload
+    equal in both runs while ``valid`` and ``ready`` are 1, an output stream's ``ready``
+    while ``valid`` is 1; ``valid`` itself and every other input always."""
+    out = []
+    for name, member in component.signature.members.items():
+        if not (member.is_signature and isinstance(member.signature, stream.Signature)
+                and not member.dimensions):
+            continue
+        port = getattr(component, name)
+        valid, ready = Value.cast(port.valid), Value.cast(port.ready)
+        if not (isinstance(valid, Signal) and isinstance(ready, Signal)):
+            continue
+        if member.flow == wiring.In:
+            payload = Value.cast(port.payload)
+            if isinstance(payload, Signal):
+                out.append((payload, [valid]))
+        else:
+            out.append((ready, [valid]))
+    return out
 
 
 def _with(facts, g, v):
@@ -1046,12 +1244,14 @@ def _ff_reads(a):
             if isinstance(lhs, Part):
                 out |= reads(lhs.offset)
         nxt[k] = out
-    sinks = [(n, reads(value)) for n, (_what, value, _f) in enumerate(a.sinks())
-             if not isinstance(value, tuple)]
+    sinks = [(n, reads(value) if not isinstance(value, tuple) else
+              reads(value[1]) | reads(value[2]))
+             for n, (_what, value, _f) in enumerate(a.sinks())
+             if not (isinstance(value, tuple) and value[0] == "next")]
     return nxt, sinks
 
 
-def analyse(fragment, component, inventory, force_live=()):
+def analyse(fragment, component, inventory, force_live=(), contract=False):
     """The :class:`Liveness` of ``inventory``'s flip-flops (see the module docstring).
 
     Greedy, from the outputs back: every flip-flop starts live, and one at a time (in reverse
@@ -1062,8 +1262,13 @@ def analyse(fragment, component, inventory, force_live=()):
     ports). It is kept only if every dead flip-flop keeps a guard and every sink stays
     untainted, so the result is consistent after every step; otherwise everything the trial
     changed is undone. Passes repeat until one makes no flip-flop dead: a flip-flop refused
-    early may pass once what reads it is dead and guarded."""
-    a = _Analysis(fragment, component, inventory, force_live)
+    early may pass once what reads it is dead and guarded.
+
+    With ``contract``, the component's stream inputs are only trusted as far as
+    :func:`_stream_contract` says (it is analysed as a part of a larger component, see
+    compose.py); :class:`ContractError` when that is not enough (a live register latches
+    the input payload whatever ``valid`` says)."""
+    a = _Analysis(fragment, component, inventory, force_live, contract)
     bits = [sig for _path, _frag, sig in inventory.flip_flops
             if len(sig) == 1 and sig.init == 0 and id(sig) not in a.force_live]
     by_frag = {}
@@ -1147,7 +1352,7 @@ def analyse(fragment, component, inventory, force_live=()):
                             break
                         work.append(k)
                 else:
-                    t = a.next_taint(k) & a.dead
+                    t = a.bad(a.next_taint(k))
                     if t:
                         why = f"reaches {_name(a, k)}'"
                         break
@@ -1156,7 +1361,7 @@ def analyse(fragment, component, inventory, force_live=()):
                     if n in seen_sink:
                         continue
                     what, value, facts = all_sinks[n]
-                    if a.taint(value, facts) & a.dead:
+                    if a.bad(a.sink_taint(value, facts)):
                         why = f"reaches {what}"
                         break
             if why is None and x == e:
@@ -1216,8 +1421,10 @@ def analyse(fragment, component, inventory, force_live=()):
         a.guards[k] = [g for g in a.guards[k] if a.check_dead(k, g)]
         assert a.guards[k], f"liveness: {_name(a, k)} lost its guards"
     for what, value, facts in a.sinks():
-        t = a.next_taint(value[1]) if isinstance(value, tuple) else a.taint(value, facts)
-        assert not (t & a.dead), f"liveness: {what} is tainted"
+        t = a.sink_taint(value, facts)
+        if contract and a.bad(t) and not (t & a.dead):
+            raise ContractError(f"{what} reads a stream input outside its contract")
+        assert not a.bad(t), f"liveness: {what} is tainted"
     live = [e for e in inventory.flip_flops if id(e[2]) not in a.dead]
     dead = [e for e in inventory.flip_flops if id(e[2]) in a.dead]
     why = {_name(a, k): r for k, r in a.why.items() if k not in a.dead}
@@ -1306,8 +1513,8 @@ def _configuration(a, guard_ids):
 
 def _sinks_clean(a):
     for _what, value, facts in a.sinks():
-        t = a.next_taint(value[1]) if isinstance(value, tuple) else a.taint(value, facts)
-        if t & a.dead:
+        t = a.sink_taint(value, facts)
+        if a.bad(t):
             return False
     return True
 

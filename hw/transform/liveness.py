@@ -75,6 +75,7 @@ from amaranth.lib import stream, wiring
 __all__ = ["ContractError", "Liveness", "analyse"]
 
 _INFEASIBLE = object()
+_NO_FACTS = {}          # the one empty set of facts (the evaluation memo is keyed by identity)
 
 #: Operators :meth:`_Analysis._eval_value` computes on known unsigned operands.
 _ARITH = {
@@ -182,6 +183,7 @@ class _Analysis:
         self.guards = {}        # id(dead flip-flop) -> [guard signals], every one passing (b)
         self.why = {}           # id(flip-flop) -> why it is live (what the analysis saw)
         self._memo = {}
+        self._interned = {}     # frozenset of facts -> the one dict with them (_bit_facts)
         self._memo_index = {}   # id(signal) -> memo keys of values that read it
         self._snap = self._state_snapshot()
 
@@ -410,9 +412,21 @@ class _Analysis:
         return None
 
     def _eval_value(self, value, facts, depth=0):
-        """The whole (unsigned, at most 32-bit) value of ``value`` if ``facts`` fix it."""
+        """The whole (unsigned, at most 32-bit) value of ``value`` if ``facts`` fix it.
+        Memoised like :meth:`_eval_bit`: each bit of a sum asks for the whole sum, and a
+        checksum's adder tree asks again at every level (most of the 512-bit checksum NTs'
+        analysis time before)."""
         if depth > 12 or self._len(value) > 32 or self._signed(value):
             return None
+        key = ("value", id(value), id(facts))
+        hit = self._evals.get(key)
+        if hit is not None:
+            return hit[0]
+        out = self.__eval_value(value, facts, depth)
+        self._evals[key] = (out, value, facts)
+        return out
+
+    def __eval_value(self, value, facts, depth):
         if isinstance(value, Operator) and value.operator in _ARITH:
             args = []
             for a in value.operands:
@@ -510,12 +524,71 @@ class _Analysis:
         still name one since made live) and ports read outside their contract."""
         return (t & self.dead) | frozenset(k for k in t if k in self.port_conds)
 
+    def _taint_fact(self, facts, value, bit, v):
+        """:meth:`_add_fact` for the taint rules, where the facts are only the guards' keys
+        (see :meth:`taint`): a value whose cone holds none of them (a select computed from
+        data) is decided by no fact, so it adds none and is infeasible only if it is a
+        constant; found without evaluating it again under each set of facts (the adder trees
+        of the 512-bit checksum NTs made that most of their analysis)."""
+        if facts is _INFEASIBLE or self._bit_cone(value):
+            return self._add_fact(facts, value, bit, v)
+        known = self._eval_bit(value, _NO_FACTS, bit)
+        return facts if known is None or known == v else _INFEASIBLE
+
+    def _bit_cone(self, value):
+        """Whether a guard's key (or a port-contract key) is in ``value``'s cone, through
+        combinational drivers and their conditions."""
+        memo = self.__dict__.setdefault("_bit_cones", {})
+        hit = memo.get(id(value))
+        if hit is not None:
+            return hit[0]
+        memo[id(value)] = (False, value)        # a combinational loop adds nothing twice
+        out = False
+        if isinstance(value, Signal):
+            out = (id(value), 0) in self.bit_keys
+            for tests, lhs, rhs in self.comb.get(id(value), ()):
+                if out:
+                    break
+                out = self._bit_cone(rhs) or any(self._bit_cone(sw.test) for sw, _k in tests) \
+                    or (isinstance(lhs, Part) and self._bit_cone(lhs.offset))
+        elif isinstance(value, (Const, Initial)) or not hasattr(value, "shape"):
+            out = False
+        else:
+            if isinstance(value, Operator) and self._len(value) == 1:
+                out = (self._skey(value), 0) in self.bit_keys
+            if not out:
+                if isinstance(value, Operator):
+                    subs = value.operands
+                elif isinstance(value, Slice):
+                    subs = (value.value,)
+                elif isinstance(value, Part):
+                    subs = (value.value, value.offset)
+                elif isinstance(value, Concat):
+                    subs = value.parts
+                elif isinstance(value, SwitchValue):
+                    subs = (value.test, *(v for _p, v in value.cases))
+                else:
+                    subs = tuple(value._rhs_signals())
+                out = any(self._bit_cone(x) for x in subs)
+        memo[id(value)] = (out, value)
+        return out
+
+    def _bit_facts(self, facts):
+        """``facts`` restricted to the guards' keys: the same dictionary for the same
+        restriction (one per distinct set, interned), so that the evaluation memo, keyed
+        by the dictionary, finds what it computed under the same facts before."""
+        items = frozenset((k, v) for k, v in facts.items() if k in self.bit_keys)
+        hit = self._interned.get(items)
+        if hit is None:
+            hit = self._interned[items] = dict(items)
+        return hit
+
     def taint(self, value, facts, depth=0):
         if facts is _INFEASIBLE:
             return frozenset()
         # Only facts about 1-bit flip-flops (the guards) decide a taint; dropping the others
         # (which only prune infeasible paths) is sound and keeps the memo small.
-        facts = {k: v for k, v in facts.items() if k in self.bit_keys}
+        facts = self._bit_facts(facts)
         key = (id(value), frozenset(facts.items()))
         hit = self._memo.get(key)
         if hit is not None:
@@ -549,7 +622,7 @@ class _Analysis:
             if k in self.comb:
                 out = set()
                 for tests, lhs, rhs in self.comb[k]:
-                    f, t = self._path(tests, facts)
+                    f, t = self._path(tests, facts, cheap=True)
                     if f is _INFEASIBLE:
                         continue
                     out |= t | self.taint(rhs, f) | self._lhs_taint(lhs, f)
@@ -562,24 +635,24 @@ class _Analysis:
                 ts = self.taint(sel, facts)
                 if ts:
                     return ts | self.taint(a, facts) | self.taint(b, facts)
-                return (self.taint(a, self._add_fact(facts, sel, 0, 1))
-                        | self.taint(b, self._add_fact(facts, sel, 0, 0)))
+                return (self.taint(a, self._taint_fact(facts, sel, 0, 1))
+                        | self.taint(b, self._taint_fact(facts, sel, 0, 0)))
             if value.operator == "&" and len(args) == 2 and all(self._len(a) == 1 for a in args):
                 a, b = args
                 ta, tb = self.taint(a, facts), self.taint(b, facts)
                 if not ta:
-                    tb = self.taint(b, self._add_fact(facts, a, 0, 1))
+                    tb = self.taint(b, self._taint_fact(facts, a, 0, 1))
                 if not tb:
-                    ta = self.taint(a, self._add_fact(facts, b, 0, 1))
+                    ta = self.taint(a, self._taint_fact(facts, b, 0, 1))
                 return ta | tb
             if value.operator == "|" and len(args) == 2 and all(self._len(a) == 1 for a in args):
                 # Where an untainted operand is 1 the other does not matter.
                 a, b = args
                 ta, tb = self.taint(a, facts), self.taint(b, facts)
                 if not ta and tb:
-                    tb = self.taint(b, self._add_fact(facts, a, 0, 0))
+                    tb = self.taint(b, self._taint_fact(facts, a, 0, 0))
                 if not tb and ta:
-                    ta = self.taint(a, self._add_fact(facts, b, 0, 0))
+                    ta = self.taint(a, self._taint_fact(facts, b, 0, 0))
                 return ta | tb
             out = frozenset()
             for a in args:
@@ -601,7 +674,7 @@ class _Analysis:
                 f = facts
                 if not out:
                     for t, b, x in _pattern_facts(value.test, patterns, k):
-                        f = self._add_fact(f, t, b, x)
+                        f = self._taint_fact(f, t, b, x)
                 out |= self.taint(v, f)
             return out
         # Anything else: every signal it reads, unguarded.
@@ -615,7 +688,7 @@ class _Analysis:
         that the other fields' drivers also drive is not tainted by them."""
         if lo <= 0 and hi >= self._len(value):
             return self.taint(value, facts)
-        facts = {k: v for k, v in facts.items() if k in self.bit_keys}
+        facts = self._bit_facts(facts)
         key = ("range", id(value), lo, hi, frozenset(facts.items()))
         hit = self._memo.get(key)
         if hit is not None:
@@ -651,7 +724,7 @@ class _Analysis:
                     start = stop = None
                 if start is not None and (stop <= lo or hi <= start):
                     continue
-                f, t = self._path(tests, facts)
+                f, t = self._path(tests, facts, cheap=True)
                 if f is _INFEASIBLE:
                     continue
                 if start is None or self._signed(rhs):
@@ -708,8 +781,10 @@ class _Analysis:
             out |= self._taint_range(test, b, b + 1, facts)
         return out
 
-    def _path(self, tests, facts):
-        """Facts on a path of ``(switch, case)`` steps and the taint of its conditions."""
+    def _path(self, tests, facts, cheap=False):
+        """Facts on a path of ``(switch, case)`` steps and the taint of its conditions
+        (``cheap``: for a taint, which only keeps the guards' keys, see :meth:`_taint_fact`)."""
+        add = self._taint_fact if cheap else self._add_fact
         taint = frozenset()
         for switch, k in tests:
             t = self._case_taint(switch, k, facts)
@@ -717,7 +792,7 @@ class _Analysis:
                 taint |= t
                 continue
             for value, bit, v in self._case_facts(switch, k):
-                facts = self._add_fact(facts, value, bit, v)
+                facts = add(facts, value, bit, v)
                 if facts is _INFEASIBLE:
                     return facts, taint
         return facts, taint

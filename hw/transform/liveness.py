@@ -75,6 +75,8 @@ from amaranth.lib import stream, wiring
 __all__ = ["ContractError", "Liveness", "analyse"]
 
 _INFEASIBLE = object()
+#: The widest state register taken as a guard (an FSM of up to 16 states).
+_STATE_GUARD_BITS = 4
 _NO_FACTS = {}          # the one empty set of facts (the evaluation memo is keyed by identity)
 
 #: Operators :meth:`_Analysis._eval_value` computes on known unsigned operands.
@@ -278,7 +280,7 @@ class _Analysis:
         cache[id(value)] = (value, key)         # the value kept alive: its id is the key
         return key
 
-    def _add_fact(self, facts, value, bit, v, depth=0):
+    def _add_fact(self, facts, value, bit, v, depth=0, check=True):
         """``facts`` with bit ``bit`` of ``value`` known to be ``v``, or _INFEASIBLE."""
         if facts is _INFEASIBLE or depth > 12 or bit >= self._len(value):
             return facts
@@ -287,11 +289,11 @@ class _Analysis:
         if isinstance(value, Concat):
             for part in value.parts:
                 if bit < self._len(part):
-                    return self._add_fact(facts, part, bit, v, depth + 1)
+                    return self._add_fact(facts, part, bit, v, depth + 1, check)
                 bit -= self._len(part)
             return facts
         if isinstance(value, Slice):
-            return self._add_fact(facts, value.value, value.start + bit, v, depth + 1)
+            return self._add_fact(facts, value.value, value.start + bit, v, depth + 1, check)
         if isinstance(value, Signal):
             key = (id(value), bit)
             have = facts.get(key)
@@ -305,7 +307,7 @@ class _Analysis:
             if drivers and len(drivers) == 1:
                 tests, lhs, rhs = drivers[0]
                 if not tests and lhs is value and bit < self._len(rhs):
-                    facts = self._add_fact(facts, rhs, bit, v, depth + 1)
+                    facts = self._add_fact(facts, rhs, bit, v, depth + 1, check)
             return facts
         if isinstance(value, Operator) and self._len(value) == 1 and bit == 0:
             # The expression itself (a condition met again, in the same Switch or written
@@ -314,24 +316,33 @@ class _Analysis:
             have = facts.get(key)
             if have is not None:
                 return facts if have == v else _INFEASIBLE
-            known = self._eval_bit(value, facts)
+            known = self._eval_bit(value, facts) if check else None
             if known is not None:
                 return facts if known == v else _INFEASIBLE
             facts = {**facts, key: v}
             self.signals[id(value)] = value         # kept alive: its id is a key
             op, args = value.operator, value.operands
             if op == "~" and self._len(args[0]) == 1:
-                return self._add_fact(facts, args[0], 0, 1 - v, depth + 1)
+                return self._add_fact(facts, args[0], 0, 1 - v, depth + 1, check)
             if op == "b" and self._len(args[0]) == 1:
-                return self._add_fact(facts, args[0], 0, v, depth + 1)
+                return self._add_fact(facts, args[0], 0, v, depth + 1, check)
             if op == "&" and v == 1 and all(self._len(a) == 1 for a in args):
                 for a in args:
-                    facts = self._add_fact(facts, a, 0, 1, depth + 1)
+                    facts = self._add_fact(facts, a, 0, 1, depth + 1, check)
                 return facts
             if op == "|" and v == 0 and all(self._len(a) == 1 for a in args):
                 for a in args:
-                    facts = self._add_fact(facts, a, 0, 0, depth + 1)
+                    facts = self._add_fact(facts, a, 0, 0, depth + 1, check)
                 return facts
+            if (op == "==" and v == 1 or op == "!=" and v == 0) and len(args) == 2:
+                # A state compared with a constant (``phase == Phase.STREAM``): its bits.
+                x, c = args if isinstance(args[1], Const) else args[::-1]
+                if isinstance(c, Const) and not isinstance(x, Const) \
+                        and self._len(x) <= _STATE_GUARD_BITS \
+                        and not self._signed(x) and not self._signed(c):
+                    for b in range(self._len(x)):
+                        facts = self._add_fact(facts, x, b, (c.value >> b) & 1, depth + 1, check)
+                    return facts
         return facts
 
     def _eval_bit(self, value, facts, bit=0, depth=0):
@@ -524,6 +535,40 @@ class _Analysis:
         still name one since made live) and ports read outside their contract."""
         return (t & self.dead) | frozenset(k for k in t if k in self.port_conds)
 
+    # -- guards: 1-bit flip-flops, or narrow state registers (an FSM) reset to 0 -------------
+    #
+    # A guard is "0" when every bit is 0 and "1" when it is not: a 1-bit stage-valid flag, or
+    # a realigner's phase, whose idle state is 0 (its data registers are read only in the
+    # other states). A multi-bit guard's "1" is the fact ``("nz", id)``; its "0", a fact for
+    # each bit.
+
+    def _guard_on(self, g, facts):
+        """Whether ``facts`` say guard ``g`` is 1 (not 0)."""
+        if self._len(g) == 1:
+            return facts.get((id(g), 0)) == 1
+        return facts.get(("nz", id(g))) == 1 or \
+            any(facts.get((id(g), b)) == 1 for b in range(self._len(g)))
+
+    def _guard_known(self, g, facts):
+        if self._len(g) == 1:
+            return (id(g), 0) in facts
+        return self._guard_on(g, facts) or \
+            all(facts.get((id(g), b)) == 0 for b in range(self._len(g)))
+
+    def _guard_fact(self, facts, g, v):
+        """``facts`` with guard ``g`` known to be ``v`` (0 or 1, as above)."""
+        if self._len(g) == 1 or facts is _INFEASIBLE:
+            return self._add_fact(facts, g, 0, v)
+        if v == 0:
+            if facts.get(("nz", id(g))) == 1:
+                return _INFEASIBLE
+            for b in range(self._len(g)):
+                facts = self._add_fact(facts, g, b, 0)
+            return facts
+        if all(facts.get((id(g), b)) == 0 for b in range(self._len(g))):
+            return _INFEASIBLE
+        return {**facts, ("nz", id(g)): 1}
+
     def _taint_fact(self, facts, value, bit, v):
         """:meth:`_add_fact` for the taint rules, where the facts are only the guards' keys
         (see :meth:`taint`): a value whose cone holds none of them (a select computed from
@@ -610,7 +655,7 @@ class _Analysis:
                     # the analysis gives it guards (while guard candidates are picked) it
                     # counts as equal: that only picks candidates, which the analysis checks.
                     gs = self.guards.get(k)
-                    if gs is None or any(facts.get((id(g), 0)) == 1 for g in gs):
+                    if gs is None or any(self._guard_on(g, facts) for g in gs):
                         return frozenset()
                     return frozenset([k])
                 return frozenset()
@@ -942,7 +987,10 @@ class _Analysis:
         stmts = self.statements_of(k)
         for gv in (1, 0):
             try:
-                paths = self._paths(stmts, self._add_fact({}, g, 0, gv), watched, False)
+                # A state guard (an FSM) is assigned in many branches: fewer paths before
+                # giving up, or every candidate's trial would walk thousands of them.
+                paths = self._paths(stmts, self._guard_fact({}, g, gv), watched, False,
+                                    limit=4096 if self._len(g) == 1 else 256)
             except _TooMany:
                 return False
             for facts, taken in paths:
@@ -952,8 +1000,8 @@ class _Analysis:
                 # invariant's other conjunct), so holding it keeps it equal (a register kept
                 # for a fill unit's beats as well as for the stage's own).
                 others = [h for h in self.guards.get(k) or () if h is not g
-                          and (id(h), 0) not in facts]
-                if not any(all(self._path_end(taken, self._add_fact(facts, h, 0, v), gv, sig,
+                          and not self._guard_known(h, facts)]
+                if not any(all(self._path_end(taken, self._guard_fact(facts, h, v), gv, sig,
                                               g, 1) for v in (1, 0)) for h in others):
                     return False
         return True
@@ -1014,7 +1062,7 @@ class _Analysis:
         if facts is _INFEASIBLE:
             return True
         d_state = "hold"
-        if any(facts.get((id(h), 0)) == 1 for h in self.guards.get(id(sig)) or ()
+        if any(self._guard_on(h, facts) for h in self.guards.get(id(sig)) or ()
                if h is not g):
             d_state = "clean"           # equal now (another guard is 1): holding keeps it
         g_state = "hold"
@@ -1035,9 +1083,9 @@ class _Analysis:
                             common = ids if common is None else \
                                 {i: x for i, x in common.items() if i in ids}
                         for ge in (common or {}).values():
-                            if (id(ge), 0) in facts:
+                            if self._guard_known(ge, facts):
                                 continue
-                            if all(self._path_end(taken, self._add_fact(facts, ge, 0, v), gv,
+                            if all(self._path_end(taken, self._guard_fact(facts, ge, v), gv,
                                                   sig, g, split - 1)
                                    for v in (1, 0)):
                                 return True
@@ -1049,7 +1097,8 @@ class _Analysis:
             elif isinstance(lhs, Signal):
                 # Even under a tainted condition: ``g`` is live, so its next value is a sink
                 # (equal in both runs), and on this path of this run it is ``rhs``.
-                v = self._eval_bit(rhs, facts)
+                v = self._eval_bit(rhs, facts) if self._len(lhs) == 1 else \
+                    self._eval_value(rhs, facts)
                 g_state = ("zero" if v == 0 else "other")
             else:
                 g_state = "other"
@@ -1128,13 +1177,50 @@ def _draining(a, bits):
     while True:
         facts = dict(quiet)
         for g in kept:
-            facts[(id(g), 0)] = 0
-        more = [g for g in pool if not any(g is k for k in kept)
-                and _next_values(a, g, _with(facts, g, 0)) <= {0, "hold"}
-                and _next_values(a, g, _with(facts, g, 1)) & {0}]
+            for b in range(len(g)):
+                facts[(id(g), b)] = 0
+        more = [g for g in pool if not any(g is k for k in kept) and _drains(a, g, facts)]
         if not more:
             return kept
         kept += more
+
+
+def _is_state(a, sig):
+    """A narrow register only ever assigned constants: an FSM's state (``phase``), not a
+    shift amount or a count that holds what the last packet left."""
+    return (1 < len(sig) <= _STATE_GUARD_BITS and not sig.shape().signed
+            and all(isinstance(rhs, Const) and lhs is sig
+                    for _t, lhs, rhs in a.assigns_of(id(sig))))
+
+
+def _drains(a, g, facts):
+    """Whether ``g`` stays 0 under ``facts`` and clears on some path from another value."""
+    if len(g) == 1:
+        return (_next_values(a, g, _with(facts, g, 0)) <= {0, "hold"}
+                and bool(_next_values(a, g, _with(facts, g, 1)) & {0}))
+    # A state register (an FSM): it stays idle (0) when drained, and some state leads back
+    # to idle in one step (a free-running counter that only wraps does not).
+    zero = {**facts, **{(id(g), b): 0 for b in range(len(g))}}
+    free = {k: v for k, v in facts.items() if k[0] != id(g)}
+    return (_next_states(a, g, zero) <= {0, "hold"}
+            and 0 in _next_states(a, g, {**free, ("nz", id(g)): 1}))
+
+
+def _next_states(a, g, facts):
+    """The next values of a multi-bit ``g`` on the paths through its fragment: a number,
+    "hold" or None (unknown)."""
+    frag = a.ff[id(g)][1]
+    try:
+        paths = a._paths(a.sync.get(id(frag), ()), facts, (id(g), id(g)), False)
+    except _TooMany:
+        return {None}
+    out = set()
+    for f, taken in paths:
+        value = "hold"
+        for _who, lhs, rhs, _dirty in taken:
+            value = a._eval_value(rhs, f) if lhs is g else None
+        out.add(value)
+    return out
 
 
 def _quiet(a, bits=True):
@@ -1345,12 +1431,16 @@ def analyse(fragment, component, inventory, force_live=(), contract=False):
     the input payload whatever ``valid`` says)."""
     a = _Analysis(fragment, component, inventory, force_live, contract)
     bits = [sig for _path, _frag, sig in inventory.flip_flops
-            if len(sig) == 1 and sig.init == 0 and id(sig) not in a.force_live]
+            if sig.init == 0 and id(sig) not in a.force_live
+            and (len(sig) == 1 or _is_state(a, sig))]
     by_frag = {}
     guard_ids = set()
     for sig in _draining(a, bits):
         by_frag.setdefault(id(a.ff[id(sig)][1]), []).append(sig)
         guard_ids.add(id(sig))
+        if len(sig) > 1:        # its facts must survive the taint memo's filter
+            a.bit_keys |= {(id(sig), b) for b in range(len(sig))} | {("nz", id(sig))}
+    a.__dict__.pop("_bit_cones", None)      # made with the keys before
 
     def candidates(k):
         _p, frag, _sig = a.ff[k]

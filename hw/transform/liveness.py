@@ -1471,14 +1471,19 @@ def analyse(fragment, component, inventory, force_live=(), contract=False):
         a.dead.add(e)
         # Its own guards, a greatest fixpoint: each guard's check may rest on the others
         # (where another guard is 1 the register is equal, see check_dead).
-        guards = candidates(e)
-        while guards:
-            a.guards[e] = guards
-            a.flush()
-            keep = [g for g in guards if a.check_dead(e, g)]
-            if len(keep) == len(guards):
+        # 1-bit guards first; a state guard (whose paths are many) only where none serves.
+        for pool in ([g for g in candidates(e) if len(g) == 1],
+                     [g for g in candidates(e) if len(g) > 1]):
+            guards = pool
+            while guards:
+                a.guards[e] = guards
+                a.flush()
+                keep = [g for g in guards if a.check_dead(e, g)]
+                if len(keep) == len(guards):
+                    break
+                guards = keep
+            if guards:
                 break
-            guards = keep
         if not guards:
             a.guards.pop(e, None)
             a.dead.discard(e)

@@ -1202,25 +1202,10 @@ def _drains(a, g, facts):
     # to idle in one step (a free-running counter that only wraps does not).
     zero = {**facts, **{(id(g), b): 0 for b in range(len(g))}}
     free = {k: v for k, v in facts.items() if k[0] != id(g)}
-    return (_next_states(a, g, zero) <= {0, "hold"}
-            and 0 in _next_states(a, g, {**free, ("nz", id(g)): 1}))
+    return (_next_values(a, g, zero) <= {0, "hold"}
+            and 0 in _next_values(a, g, {**free, ("nz", id(g)): 1}))
 
 
-def _next_states(a, g, facts):
-    """The next values of a multi-bit ``g`` on the paths through its fragment: a number,
-    "hold" or None (unknown)."""
-    frag = a.ff[id(g)][1]
-    try:
-        paths = a._paths(a.sync.get(id(frag), ()), facts, (id(g), id(g)), False)
-    except _TooMany:
-        return {None}
-    out = set()
-    for f, taken in paths:
-        value = "hold"
-        for _who, lhs, rhs, _dirty in taken:
-            value = a._eval_value(rhs, f) if lhs is g else None
-        out.add(value)
-    return out
 
 
 def _quiet(a, bits=True):
@@ -1309,7 +1294,8 @@ def _signal_reads(a):
 
 
 def _next_values(a, g, facts):
-    """The next values of ``g`` on the paths through its fragment: 0, 1, "hold" or None."""
+    """The next values of ``g`` on the paths through its fragment: 0, 1, "hold" or None
+    (a multi-bit ``g``: its whole value, "hold" or None)."""
     if facts is _INFEASIBLE:
         return set()
     frag = a.ff[id(g)][1]
@@ -1321,7 +1307,12 @@ def _next_values(a, g, facts):
     for f, taken in paths:
         values = {"hold"}
         for _who, lhs, rhs, _dirty in taken:
-            values = _bit_choices(a, rhs, f) if lhs is g else None
+            if lhs is not g:
+                values = None
+            elif len(g) == 1:
+                values = _bit_choices(a, rhs, f)
+            else:
+                values = {a._eval_value(rhs, f)}
             values = {None} if values is None else values
         out |= values
     return out

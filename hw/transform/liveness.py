@@ -7,9 +7,11 @@ The boundary state port (``Yieldable(..., state="boundary")``) captures and rest
 
 The rule, and why it is sound
 -----------------------------
-Each flip-flop ``d`` left out (*dead*) has a *guard* ``g``: a live 1-bit flip-flop of the same
-fragment, reset to 0. The boundary stop of the boundary port waits, after the drain, until every
-guard is 0 (yieldable.py); so at the captured instant every guard is 0.
+Each flip-flop ``d`` left out (*dead*) has a *guard* ``g``: a live flip-flop of the same
+fragment, reset to 0, either 1 bit wide (a stage's valid bit) or a narrow *state register* only
+ever assigned constants (an FSM's state, such as a realigner's ``phase``, idle at 0); "``g`` is
+1" below means "``g`` is not 0". The boundary stop of the boundary port waits, after the drain,
+until every guard is 0 (yieldable.py); so at the captured instant every guard is 0.
 
 Take two runs from that instant that agree on every live flip-flop and memory row (the
 captured state restored) and see the same inputs, but whose dead flip-flops hold anything
@@ -63,8 +65,9 @@ it cannot prove dead stays live (the rule errs towards capturing more). The diff
 of every library NT at random boundaries and checks the output against the model bit for bit.
 
 A guard that never returns to 0 after a drain would make the boundary stop wait forever (the
-driver's suspend then times out with a clear error): guards are the 1-bit registers the
-analysis needed, which in a pipeline are its stage-valid bits.
+driver's suspend then times out with a clear error): guards are the registers the analysis
+needed, which in a pipeline are its stage-valid bits and in a realigner its idle phase. A state
+guard is tried only where no 1-bit guard serves (its paths are many).
 """
 
 from amaranth.hdl import Const, Fragment, Module, Signal, Value

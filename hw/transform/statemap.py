@@ -72,7 +72,8 @@ class StateMap:
     #: Bits of all the component's flip-flops (live or not; read-port registers not counted).
     all_flip_flop_bits: int = None
     #: The flip-flops left out (boundary mode): ``{"name", "width", "guards", "rtl"}``, the
-    #: guards live 1-bit flip-flops that are 0 at every boundary stop.
+    #: guards live flip-flops (a stage's valid bit, an FSM's state) that are 0 at every
+    #: boundary stop.
     dead: list = field(default_factory=list)
     #: Words of the scan chain, from address 0.
     scan_words: int = 0

@@ -437,7 +437,8 @@ class Yieldable(wiring.Component):
     def _connect_ports(self, m, run, stopped, trapped, guards=()):
         """Pass every port through; mask the streams' handshakes while frozen and track
         packets for the boundary stop. With the boundary state port (``guards``: the live
-        1-bit flip-flops that liveness.py proved guard every flip-flop left out of the map,
+        flip-flops, valid bits and FSM states, that liveness.py proved guard every flip-flop
+        left out of the map,
         and the non-emptiness of each FIFO whose storage is left out), every stop drains to
         a packet boundary and waits for every guard to be 0: only there is the map the whole
         state."""

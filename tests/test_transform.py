@@ -10,10 +10,11 @@ tenants time-sharing one NT instance by context switches, each as if alone.
 """
 
 import json
+import random
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import ClockDomain, Module, Signal, signed
+from amaranth.hdl import ClockDomain, Fragment, Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
@@ -644,7 +645,6 @@ def _boundary_differential(make, seed=3):
     """Stop ``Yieldable(make(), state="boundary")`` at packet boundaries, capture, write
     random values into every flip-flop left out of the map, restore, scramble them again and
     resume: ``(output, uninterrupted output, bits scrambled)``."""
-    import random
     rng = random.Random(seed)
     beats = [(rng.getrandbits(8), n % 4 == 3) for n in range(80)]
 
@@ -684,7 +684,6 @@ def test_a_chain_is_analysed_part_by_part():
     """A chain of parts wired port to port gets the union of its parts' plans: each part's
     dead registers are those it has alone, and the stop waits for every part's guards. At
     random boundaries, scrambling everything left out changes nothing."""
-    from amaranth.hdl import Fragment
     from supernic.hw.transform.compose import parts
 
     chain = Chain(Scrambler(), Delay(), Scrambler())

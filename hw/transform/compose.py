@@ -11,8 +11,8 @@ the same cache), and the personality's plan is the union of its parts' plans.
 Why the union is sound. liveness.py proves, for one component, that two runs that agree on
 its live state and see the same inputs give the same outputs, where "the same" is the
 component's port contract: ``valid`` and every port outside a stream always, an output
-stream's payload while ``valid`` and ``ready`` are 1, an input stream's ``ready`` while
-``valid`` is 1; and it assumes no more of its own inputs (``_stream_contract``). Here every
+stream's payload while its ``valid`` is 1, an input stream's ``ready`` while its ``valid`` is
+1; and it assumes no more of its own inputs (``_stream_contract``). Here every
 connection is a plain wire from one part's port to the same role of a neighbour's port
 (checked below: anything else falls back to the whole analysis), so what each part promises
 of its outputs is what its neighbours assume of their inputs. By induction over the cycles

@@ -170,18 +170,19 @@ class _Analysis:
                      if k not in self.force_live and self._len(sig) > 1}
         self.bit_keys = {(k, 0) for k, (_p, _f, sig) in self.ff.items() if self._len(sig) == 1}
         self.component = component
-        # The stream contract at the component's ports (see the module docstring): an input
-        # stream's payload is only known equal in both runs while valid and ready, an output
-        # stream's ready only while valid. Reading one elsewhere taints with the port's id.
         # Signals no statement drives hold their reset value (a read port's enable left at
         # 1), unless the component's ports bring them in.
         self.inputs = {id(x) for _p, _m, v in component.signature.flatten(component)
                        for x in Value.cast(v)._rhs_signals()}
+        # The stream contract at the component's ports (see the module docstring): an input
+        # stream's payload is only known equal in both runs while its valid is 1, an output
+        # stream's ready only while its valid is 1. Reading one elsewhere taints with the
+        # port's id.
         self.port_conds = {}
         for payload_or_ready, conds in (_stream_contract(component) if contract else ()):
             self.port_conds[id(payload_or_ready)] = conds
             self.bit_keys |= {(id(c), 0) for c in conds}
-            if payload_or_ready is not None and len(payload_or_ready) == 1:
+            if len(payload_or_ready) == 1:
                 self.bit_keys.add((id(payload_or_ready), 0))     # an output's ready
             for c in conds:
                 self._cone_keys(c, self.bit_keys)
@@ -283,7 +284,7 @@ class _Analysis:
         cache[id(value)] = (value, key)         # the value kept alive: its id is the key
         return key
 
-    def _add_fact(self, facts, value, bit, v, depth=0, check=True):
+    def _add_fact(self, facts, value, bit, v, depth=0):
         """``facts`` with bit ``bit`` of ``value`` known to be ``v``, or _INFEASIBLE."""
         if facts is _INFEASIBLE or depth > 12 or bit >= self._len(value):
             return facts
@@ -292,11 +293,11 @@ class _Analysis:
         if isinstance(value, Concat):
             for part in value.parts:
                 if bit < self._len(part):
-                    return self._add_fact(facts, part, bit, v, depth + 1, check)
+                    return self._add_fact(facts, part, bit, v, depth + 1)
                 bit -= self._len(part)
             return facts
         if isinstance(value, Slice):
-            return self._add_fact(facts, value.value, value.start + bit, v, depth + 1, check)
+            return self._add_fact(facts, value.value, value.start + bit, v, depth + 1)
         if isinstance(value, Signal):
             key = (id(value), bit)
             have = facts.get(key)
@@ -310,7 +311,7 @@ class _Analysis:
             if drivers and len(drivers) == 1:
                 tests, lhs, rhs = drivers[0]
                 if not tests and lhs is value and bit < self._len(rhs):
-                    facts = self._add_fact(facts, rhs, bit, v, depth + 1, check)
+                    facts = self._add_fact(facts, rhs, bit, v, depth + 1)
             return facts
         if isinstance(value, Operator) and self._len(value) == 1 and bit == 0:
             # The expression itself (a condition met again, in the same Switch or written
@@ -319,23 +320,23 @@ class _Analysis:
             have = facts.get(key)
             if have is not None:
                 return facts if have == v else _INFEASIBLE
-            known = self._eval_bit(value, facts) if check else None
+            known = self._eval_bit(value, facts)
             if known is not None:
                 return facts if known == v else _INFEASIBLE
             facts = {**facts, key: v}
             self.signals[id(value)] = value         # kept alive: its id is a key
             op, args = value.operator, value.operands
             if op == "~" and self._len(args[0]) == 1:
-                return self._add_fact(facts, args[0], 0, 1 - v, depth + 1, check)
+                return self._add_fact(facts, args[0], 0, 1 - v, depth + 1)
             if op == "b" and self._len(args[0]) == 1:
-                return self._add_fact(facts, args[0], 0, v, depth + 1, check)
+                return self._add_fact(facts, args[0], 0, v, depth + 1)
             if op == "&" and v == 1 and all(self._len(a) == 1 for a in args):
                 for a in args:
-                    facts = self._add_fact(facts, a, 0, 1, depth + 1, check)
+                    facts = self._add_fact(facts, a, 0, 1, depth + 1)
                 return facts
             if op == "|" and v == 0 and all(self._len(a) == 1 for a in args):
                 for a in args:
-                    facts = self._add_fact(facts, a, 0, 0, depth + 1, check)
+                    facts = self._add_fact(facts, a, 0, 0, depth + 1)
                 return facts
             if (op == "==" and v == 1 or op == "!=" and v == 0) and len(args) == 2:
                 # A state compared with a constant (``phase == Phase.STREAM``): its bits.
@@ -344,7 +345,7 @@ class _Analysis:
                         and self._len(x) <= _STATE_GUARD_BITS \
                         and not self._signed(x) and not self._signed(c):
                     for b in range(self._len(x)):
-                        facts = self._add_fact(facts, x, b, (c.value >> b) & 1, depth + 1, check)
+                        facts = self._add_fact(facts, x, b, (c.value >> b) & 1, depth + 1)
                     return facts
         return facts
 
@@ -426,21 +427,9 @@ class _Analysis:
         return None
 
     def _eval_value(self, value, facts, depth=0):
-        """The whole (unsigned, at most 32-bit) value of ``value`` if ``facts`` fix it.
-        Memoised like :meth:`_eval_bit`: each bit of a sum asks for the whole sum, and a
-        checksum's adder tree asks again at every level (most of the 512-bit checksum NTs'
-        analysis time before)."""
+        """The whole (unsigned, at most 32-bit) value of ``value`` if ``facts`` fix it."""
         if depth > 12 or self._len(value) > 32 or self._signed(value):
             return None
-        key = ("value", id(value), id(facts))
-        hit = self._evals.get(key)
-        if hit is not None:
-            return hit[0]
-        out = self.__eval_value(value, facts, depth)
-        self._evals[key] = (out, value, facts)
-        return out
-
-    def __eval_value(self, value, facts, depth):
         if isinstance(value, Operator) and value.operator in _ARITH:
             args = []
             for a in value.operands:
@@ -553,6 +542,7 @@ class _Analysis:
             any(facts.get((id(g), b)) == 1 for b in range(self._len(g)))
 
     def _guard_known(self, g, facts):
+        """Whether ``facts`` decide guard ``g`` (0 or not)."""
         if self._len(g) == 1:
             return (id(g), 0) in facts
         return self._guard_on(g, facts) or \
@@ -634,8 +624,9 @@ class _Analysis:
     def taint(self, value, facts, depth=0):
         if facts is _INFEASIBLE:
             return frozenset()
-        # Only facts about 1-bit flip-flops (the guards) decide a taint; dropping the others
-        # (which only prune infeasible paths) is sound and keeps the memo small.
+        # Only facts about the guards (and the port contract's valid and ready) decide a
+        # taint; dropping the others (which only prune infeasible paths) is sound and keeps
+        # the memo small.
         facts = self._bit_facts(facts)
         key = (id(value), frozenset(facts.items()))
         hit = self._memo.get(key)
@@ -990,8 +981,8 @@ class _Analysis:
         stmts = self.statements_of(k)
         for gv in (1, 0):
             try:
-                # A state guard (an FSM) is assigned in many branches: fewer paths before
-                # giving up, or every candidate's trial would walk thousands of them.
+                # A state guard (an FSM) is assigned in many branches: it gives up on a
+                # register after fewer paths than a 1-bit guard does.
                 paths = self._paths(stmts, self._guard_fact({}, g, gv), watched, False,
                                     limit=4096 if self._len(g) == 1 else 256)
             except _TooMany:
@@ -1080,7 +1071,7 @@ class _Analysis:
                         common = None
                         for e in t:
                             # A port read outside its contract splits on the port's valid
-                            # and ready as a dead register splits on its guards.
+                            # as a dead register splits on its guards.
                             ids = {id(x): x for x in
                                    self.guards.get(e) or self.port_conds.get(e) or ()}
                             common = ids if common is None else \
@@ -1209,8 +1200,6 @@ def _drains(a, g, facts):
             and 0 in _next_values(a, g, {**free, ("nz", id(g)): 1}))
 
 
-
-
 def _quiet(a, bits=True):
     """``(config inputs, facts)``: the ids of the component's configuration inputs (every
     input port outside its streams), and the facts of a quiet component: no input stream
@@ -1244,8 +1233,8 @@ def _stream_contract(component):
     """``[(signal, [conditions])]``: what a component may assume of its stream ports when it
     is one of several connected port to port (hw/transform/compose.py). Its neighbours promise
     only what this analysis checks of their outputs (the sinks): an input stream's payload
-    equal in both runs while ``valid`` and ``ready`` are 1, an output stream's ``ready``
-    while ``valid`` is 1; ``valid`` itself and every other input always."""
+    equal in both runs while its ``valid`` is 1, an output stream's ``ready`` while its
+    ``valid`` is 1; ``valid`` itself and every other input always."""
     out = []
     for name, member in component.signature.members.items():
         if not (member.is_signature and isinstance(member.signature, stream.Signature)

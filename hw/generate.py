@@ -8,7 +8,8 @@ from .config import DesignConfig
 from .parser.meta import meta_layout
 from .top import ParserTop
 
-__all__ = ["generate_verilog", "write_design", "design_description", "top_component"]
+__all__ = ["generate_verilog", "write_design", "design_description", "top_component",
+           "analyse_transformed"]
 
 
 def top_component(config: DesignConfig):
@@ -65,6 +66,22 @@ def state_maps(config, top):
     return out
 
 
+def analyse_transformed(config: DesignConfig, progress=None):
+    """Run the liveness analyses of every personality the boundary transform will wrap, on
+    every core, before the design is elaborated one personality after another (see
+    transform/parallel.py); returns ``{network task: seconds}`` of those not yet cached."""
+    if not (config.is_nic and config.yieldable_regions
+            and config.yieldable_state == "boundary"):
+        return {}
+    from .nic.region import Personality
+    from .nic.top import load_personalities, nic_shape
+    from .transform.parallel import analyse_all
+    shape = nic_shape(config)
+    specs = {s.name: s for r, specs in enumerate(load_personalities(config))
+             if r in config.yieldable_regions for s in specs}
+    return analyse_all([Personality(shape, s) for s in specs.values()], progress=progress)
+
+
 def _write(path, text):
     if not path.exists() or path.read_text() != text:
         path.write_text(text)  # unchanged files keep their time: no needless rebuilds
@@ -87,7 +104,10 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
     out.mkdir(parents=True, exist_ok=True)
     verilog_path = out / f"{config.name}.v"
     regmap_path = out / f"{config.name}.regmap.json"
+    analyse_transformed(config, progress)
     top = top_component(config)
+    if progress:
+        progress(f"converting {config.name} to Verilog...")
     _write(verilog_path, generate_verilog(config, top))
     regmap_path.write_text(json.dumps(design_description(config, top), indent=2) + "\n")
     paths = {"verilog": verilog_path, "regmap": regmap_path, "chains": {},

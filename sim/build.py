@@ -64,7 +64,7 @@ def generated_design(config, progress=print):
         if not all(p.exists() for p in paths.values()):
             t = time.monotonic()
             progress(f"generating Verilog for {config.name} ({config.data_width}-bit)...")
-            paths = write_design(config, out)
+            paths = write_design(config, out, progress=progress)
             progress(f"generated {paths['verilog']} in {time.monotonic() - t:.1f} s")
     return paths
 

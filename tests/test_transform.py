@@ -716,3 +716,24 @@ def test_a_part_that_breaks_the_stream_contract_makes_its_chain_whole(tmp_path, 
     assert "part0.beat" in {d["name"] for d in state_map_of(make(), state="boundary").dead}
     out, want, bits = _boundary_differential(make)
     assert bits > 0 and out != want
+
+
+def test_parts_are_analysed_on_every_core_then_found_by_elaboration(tmp_path, monkeypatch):
+    """transform/parallel.py runs a chain's part analyses in worker processes, each distinct
+    part once (the chain's two Scramblers are one circuit); elaboration then finds every plan
+    in the cache and analyses nothing, and the state map is the one made one part after
+    another."""
+    from supernic.hw.transform import liveness
+    from supernic.hw.transform.parallel import analyse_all
+
+    make = lambda: Chain(Scrambler(), Delay(), Scrambler())     # noqa: E731
+    monkeypatch.setenv("SNIC_CACHE", str(tmp_path / "serial"))
+    serial = state_map_of(make(), state="boundary").to_json()
+    monkeypatch.setenv("SNIC_CACHE", str(tmp_path / "parallel"))
+    assert sorted(analyse_all([make()], jobs=2)) == ["Delay", "Scrambler"]
+    assert analyse_all([make()], jobs=2) == {}
+
+    def analysed(*args):
+        raise AssertionError("analysed again instead of found in the cache")
+    monkeypatch.setattr(liveness, "analyse", analysed)
+    assert state_map_of(make(), state="boundary").to_json() == serial

@@ -144,10 +144,34 @@ class Inventory:
                     raise
         return self._cached_plan(fragment, component, force, False)
 
+    def plan_cached(self, component, fragment, part=False):
+        """Whether :meth:`keep_live` would find its plan in the cache (without analysing).
+        Called on a component that is not made of parts (``compose.parts`` is None)."""
+        force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
+        path = self.plan_path(component, fragment)
+        if not path.exists():
+            return False
+        if part or self.traps:
+            return True
+        # A contract error (remembered) sends keep_live on to the analysis without it.
+        return ("contract_error" not in json.loads(path.read_text())
+                or self._plan_path(fragment, component, force, False).exists())
+
+    def plan_path(self, component, fragment):
+        """The cache entry :meth:`keep_live` looks up first for a component not made of
+        parts: two components with the same entry have the same plan."""
+        force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
+        return self._plan_path(fragment, component, force, not self.traps)
+
+    @staticmethod
+    def _plan_path(fragment, component, force, contract):
+        key = fingerprint(fragment, component, [*force, "contract" if contract else ""])
+        return cache_root() / "liveness" / f"{key}.json"
+
     def _cached_plan(self, fragment, component, force, contract):
         from .liveness import ContractError
-        key = fingerprint(fragment, component, [*force, "contract" if contract else ""])
-        cached = cache_root() / "liveness" / f"{key}.json"
+        cached = self._plan_path(fragment, component, force, contract)
+        key = cached.stem
         with locked(cached.parent, f".{key}.lock"):
             if cached.exists():
                 raw = json.loads(cached.read_text())

@@ -374,11 +374,16 @@ class Inventory:
 
 
 def _plan_to_json(plan):
+    """The plan in a canonical order (the analysis meets registers and guards in an order
+    that depends on object ids), so the same design gives the same Verilog in every process
+    and a Verilator build keyed by the Verilog is found again."""
     dead, guards, why, ports, config, config_mems, commands = plan
-    return {"dead": list(dead), "guards": {str(k): list(v) for k, v in guards.items()},
-            "why": why, "ports": [[n, k, list(v)] for (n, k), v in ports.items()],
-            "config": list(config), "config_memories": sorted(config_mems),
-            "commands": list(commands)}
+    return {"dead": sorted(dead),
+            "guards": {str(k): sorted(v) for k, v in sorted(guards.items())},
+            "why": dict(sorted(why.items())),
+            "ports": [[n, k, sorted(v)] for (n, k), v in sorted(ports.items())],
+            "config": sorted(config), "config_memories": sorted(config_mems),
+            "commands": sorted(commands)}
 
 
 def _plan_from_json(raw):

@@ -25,7 +25,12 @@ def generate_verilog(config: DesignConfig, top=None) -> str:
     # The built-in Yosys makes the output the same on every machine (toolchain notes).
     os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
     from amaranth.back import verilog
-    return verilog.convert(top or top_component(config), name=config.name, emit_src=False)
+    from .separate import separate_modules
+    # Blocks the design holds more than once, or that are large, convert on their own in
+    # parallel with the rest, each distinct one once (hw/separate.py).
+    with separate_modules(config.name) as modules:
+        text = verilog.convert(top or top_component(config), name=config.name, emit_src=False)
+    return text + "".join(modules)
 
 
 def design_description(config: DesignConfig, top=None):

@@ -33,6 +33,7 @@ from ..chain.graph import TaskGraph
 from ..csr.registers import R, RW, W1P, Register, RegisterBlock
 from ..nt.task import csr_signature
 from ..stream import PacketSignature
+from ..separate import separate
 from ..transform import Yieldable
 from .layout import NicShape
 
@@ -184,8 +185,14 @@ class Region(wiring.Component):
         n = len(self.personalities)
         active = Signal(range(max(2, n)))
         online = Signal(init=1)
-        for k, graph in enumerate(self.graphs):
-            m.submodules[f"p{k}_{self.personalities[k].name}"] = graph
+        state = self.yieldable if isinstance(self.yieldable, str) else "boundary"
+        for k, (spec, graph) in enumerate(zip(self.personalities, self.graphs)):
+            # A personality is the same circuit in every region that holds it (the shape is
+            # the NIC's): its Verilog module is converted once (hw/separate.py).
+            key = ("personality", self.shape, spec.source, spec.name,
+                   state if self.yieldable else None)
+            m.submodules[f"p{k}_{spec.name}"] = separate(
+                graph, key, f"{spec.name}_{state}" if self.yieldable else spec.name)
 
         # Packets inside: a load waits for zero before the personality may change.
         inside = Signal(16)

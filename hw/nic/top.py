@@ -38,6 +38,7 @@ from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
 from ..csr.registers import R, Register, RegisterBlock, RegisterMap
 from ..parser.parser import HeaderParser
+from ..separate import separate
 from ..shell import SHELL_MEMBERS, connect_port, registered_reset
 from ..top import CSR_ADDR_WIDTH, drive_id, id_block
 from .classifier import TenantClassifier, classifier_block
@@ -170,7 +171,8 @@ class MultiTenantNic(wiring.Component):
             parser = HeaderParser(cfg.data_width, cfg.header_bytes, cfg.walk_steps)
             classifier = TenantClassifier(shape, p, cfg.classifier_entries)
             m.submodules[f"rx{p}"] = rx
-            m.submodules[f"parser{p}"] = parser
+            m.submodules[f"parser{p}"] = separate(
+                parser, ("parser", cfg.data_width, cfg.header_bytes, cfg.walk_steps), "parser")
             m.submodules[f"classifier{p}"] = classifier
             connect_port(m, getattr(self, f"s_axis{p}"), rx.s_axis, in_reset)
             wiring.connect(m, rx.o, parser.i)

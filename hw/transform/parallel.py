@@ -77,6 +77,8 @@ def analyse_all(components, jobs=None, progress=None):
     # the best cheap guess of an analysis' cost.
     work.sort(key=lambda w: -sum(len(sig) for _p, _f, sig in w[4].flip_flops))
     jobs = min(jobs or default_jobs(), len(work))
+    if multiprocessing.current_process().daemon:
+        jobs = 1                        # a daemonic process may not start processes
     if progress:
         progress(f"analysing the live state of {len(work)} network tasks at packet "
                  f"boundaries ({jobs} at a time)...")

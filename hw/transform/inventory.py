@@ -130,7 +130,7 @@ class Inventory:
         the same in both runs). Traps stop a component mid-packet: no contract then."""
         from .compose import parts
         from .liveness import ContractError
-        force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
+        force = self._forced()
         if not self.traps:
             split = parts(fragment, component)
             plan = self._composed_plan(split) if split else None
@@ -144,10 +144,14 @@ class Inventory:
                     raise
         return self._cached_plan(fragment, component, force, False)
 
+    def _forced(self):
+        """The traps' flip-flops, always kept live (they decide the plan's cache entry)."""
+        return [s for t in (self.traps or []) for s in (t.fired, t.values)]
+
     def plan_cached(self, component, fragment, part=False):
         """Whether :meth:`keep_live` would find its plan in the cache (without analysing).
         Called on a component that is not made of parts (``compose.parts`` is None)."""
-        force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
+        force = self._forced()
         path = self.plan_path(component, fragment)
         if not path.exists():
             return False
@@ -160,8 +164,7 @@ class Inventory:
     def plan_path(self, component, fragment):
         """The cache entry :meth:`keep_live` looks up first for a component not made of
         parts: two components with the same entry have the same plan."""
-        force = [s for t in (self.traps or []) for s in (t.fired, t.values)]
-        return self._plan_path(fragment, component, force, not self.traps)
+        return self._plan_path(fragment, component, self._forced(), not self.traps)
 
     @staticmethod
     def _plan_path(fragment, component, force, contract):

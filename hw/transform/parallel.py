@@ -84,22 +84,19 @@ def analyse_all(components, jobs=None, progress=None):
                  f"boundaries ({jobs} at a time)...")
     times = {}
     _WORK = work
+    pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     try:
-        if jobs == 1:
-            results = map(_analyse, range(len(work)))
-            pool = None
-        else:
-            pool = multiprocessing.get_context("fork").Pool(jobs)
-            results = pool.imap_unordered(_analyse, range(len(work)))
+        results = (pool.imap_unordered(_analyse, range(len(work))) if pool
+                   else map(_analyse, range(len(work))))
         for done, (n, seconds) in enumerate(results, 1):
             name = work[n][0]
             times[name if name not in times else f"{name}#{n}"] = seconds
             if progress:
                 progress(f"analysed the live state of {name} in {seconds:.0f} s "
                          f"({done}/{len(work)})")
-        if pool is not None:
-            pool.close()
-            pool.join()
     finally:
+        if pool is not None:
+            pool.terminate()            # every result is in; nothing left to wait for
+            pool.join()
         _WORK = []
     return times

@@ -10,6 +10,7 @@ itself allows) in the same run; the ratio is design / baseline. Also the latency
 beat in cycles.
 """
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -135,12 +136,40 @@ def _device_bench(config, console, quick):
                     "cocotb_rate": nic_cocotb["method"],
                     "speedup": round(nic["cycles_per_s"] / nic_cocotb["cycles_per_s"], 1),
                     "cycles": nic["cycles"], "delivered": nic["delivered"]}
+                result["profile"] = _device_profile(config, quick, status)
                 count = 10_000 if quick else 100_000
                 status.update(f"replaying a {count:,}-packet pcap through {name}...")
                 replay = nic_replay(config, count, progress=status.update)
                 result["replay"] = {"design": name, **{
                     k: (round(v, 2) if isinstance(v, float) else v) for k, v in replay.items()}}
     return result
+
+
+def _device_profile(config, quick, status):
+    """Each block's share of a cycle of the NIC (the profiling build under perf, the same
+    two saturating tenants), its Verilog lines, and unless ``quick`` its LUTs and FFs."""
+    from ..sim.vdev.bench import nic_saturated_rate
+    from ..sim.vdev.profile import PerfUnavailable
+    status.update("profiling build of the NIC under perf, two tenants saturating both ports...")
+    try:
+        run = nic_saturated_rate(config, 2_000 if quick else 20_000, progress=status.update,
+                                 profile=True)
+    except PerfUnavailable as e:
+        return {"error": str(e)}
+    profile = {"cycles": run["cycles"], "profiling_cycles_per_s": round(run["cycles_per_s"]),
+               **run["profile"]}
+    if not quick:
+        from .design_resources import design_resources
+        res = design_resources(config, jobs=os.cpu_count() or 1,
+                               progress=lambda m: status.update(f"resources: {m}"))
+        per_block = {row["block"]: row for row in res["blocks"]}
+        for row in profile["blocks"]:
+            for target in res["targets"]:
+                counts = per_block.get(row["block"], {}).get(target)
+                if counts:
+                    row[f"{target}_lut"], row[f"{target}_ff"] = counts["lut"], counts["ff"]
+        profile["resources_total"] = res["total"]
+    return profile
 
 
 def _device_show(result, console):
@@ -153,11 +182,67 @@ def _device_show(result, console):
         console.print(f"{n['design']}: virtual device {n['device_cycles_per_s']:,} cycles/s "
                       f"with both ports saturated, cocotb {n['cocotb_cycles_per_s']:,} "
                       f"cycles/s: {n['speedup']}x")
+        _profile_show(result["profile"], console)
         r = result["replay"]
         console.print(f"replay of {r['packets']:,} packets: {r['seconds']:.1f} s (read "
                       f"{r['read_s']:.1f}, simulate {r['run_s']:.1f}, write {r['write_s']:.1f});"
                       f" {r['cycles']:,} cycles at {round(r['cycles_per_s']):,} cycles/s, "
                       f"{r['delivered']:,} delivered")
+
+
+def _simulator_bench(config, console, quick):
+    """sim/vdev/options.py on the design's NIC (the default one unless --config)."""
+    from ..hw.config import ConfigError
+    from ..sim.vdev.options import option_rates
+    if not config.is_nic:
+        raise ConfigError("the simulator bench measures a NIC design; this one is not")
+    log = cache_root() / "logs" / "bench-simulator.log"
+    with console.status("simulator bench") as status:
+        with quiet_fds(log):
+            rates = option_rates(config, 20_000 if quick else 100_000, progress=status.update)
+    return {"benchmark": "simulator", "log": str(log), **rates}
+
+
+def _simulator_show(result, console):
+    from rich.table import Table
+    table = Table(title=f"virtual device build options, {result['design']} "
+                        f"({result['width']}-bit NIC), {result['cycles']:,} cycles")
+    for column in ("build", "build s", "cycles/s", "ratio"):
+        table.add_column(column, justify="left" if column == "build" else "right")
+    for name, row in result.items():
+        if isinstance(row, dict) and "cycles_per_s" in row:
+            table.add_row(name, f"{row['build_seconds']:.0f}", f"{row['cycles_per_s']:,}",
+                          f"{row['ratio']:.2f}x")
+    console.print(table)
+
+
+def _profile_show(profile, console):
+    if "error" in profile:
+        console.print(f"no cycle profile: {profile['error']}")
+        return
+    from rich.table import Table
+    luts = any("ecp5_lut" in row for row in profile["blocks"])
+    table = Table(title=f"where a cycle goes ({profile['samples']:,} perf samples of the "
+                        f"profiling build, {profile['cycles']:,} cycles)",
+                  caption="share: of all samples; inputs: the part in logic of the top-level "
+                          "inputs (Verilator's ico phase); a module several blocks hold is "
+                          "charged to them evenly")
+    for column in ("block", "share", "inputs", "Verilog lines",
+                   *(("ECP5 LUT", "ECP5 FF", "xcup LUT", "xcup FF") if luts else ())):
+        table.add_column(column, justify="left" if column == "block" else "right")
+    for row in profile["blocks"]:
+        cells = [row["block"], f"{row['share']:.1%}", f"{row['ico_share']:.1%}",
+                 f"{row['verilog_lines']:,}"]
+        if luts:
+            cells += [f"{row[k]:,}" if k in row else "" for k in
+                      ("ecp5_lut", "ecp5_ff", "xilinx_lut", "xilinx_ff")]
+        table.add_row(*cells)
+        for child in row.get("children", []):
+            if child["share"] >= 0.01 and child["block"].count("/") == 1:
+                table.add_row(f"  {child['block']}", f"{child['share']:.1%}",
+                              f"{child['ico_share']:.1%}", f"{child['verilog_lines']:,}",
+                              *([""] * 4 if luts else []), style="dim")
+    console.print(table)
 
 
 from .bench_nt import nt_bench, nt_show, standalone_config  # noqa: E402
@@ -188,7 +273,12 @@ BENCHMARKS = {
     "device": Benchmark(
         "simulated cycles/s of the virtual device (no Python per cycle) vs cocotb on the same "
         "design and traffic (the web chain at 64 bits; the NIC), and the time to replay a "
-        "100,000-packet pcap through the served NIC", _device_bench, _device_show),
+        "100,000-packet pcap through the served NIC; where a cycle goes, block by block "
+        "(share, Verilog lines, LUTs and FFs)", _device_bench, _device_show),
+    "simulator": Benchmark(
+        "the virtual device's build options on the NIC: Verilator --threads 2 and GCC "
+        "profile-guided optimisation vs the normal build, cycles/s and build seconds",
+        _simulator_bench, _simulator_show),
     "transform": Benchmark(
         "the state-yielding transform per NT and on the default NIC: ECP5/UltraScale+ area "
         "plain, full and boundary port (lut_overhead), ECP5 fmax, live against all flip-flop "

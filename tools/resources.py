@@ -435,7 +435,12 @@ def main(argv=None, prog="python -m supernic.tools.resources"):
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                         help="synthesis jobs in parallel (default: one per CPU)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--config", metavar="C",
+                        help="instead of the NTs: every block of this design TOML (tools/"
+                             "design_resources.py), at its own width")
     args = parser.parse_args(argv)
+    if args.config:
+        return _design_main(args, prog)
 
     from rich.console import Console
     err = Console(stderr=True, highlight=False)
@@ -453,6 +458,32 @@ def main(argv=None, prog="python -m supernic.tools.resources"):
             print(f"resources: skipped {error['kind']}: {error['message']}", file=sys.stderr)
     else:
         print_table(result, Console(highlight=False))
+    return 1 if result["errors"] else 0
+
+
+def _design_main(args, prog):
+    from rich.console import Console
+
+    from ..hw.config import load_config
+    from .design_resources import design_resources, print_design_table
+    if args.kinds:
+        print(f"{prog}: error: --config measures a design's blocks; NT kinds do not apply",
+              file=sys.stderr)
+        return 2
+    err = Console(stderr=True, highlight=False)
+    targets = tuple(TARGETS) if args.target == "both" else (args.target,)
+    try:
+        config = load_config(args.config)
+        with err.status("resources...") as status:
+            result = design_resources(config, targets, args.jobs,
+                                      progress=lambda m: status.update(f"resources: {m}"))
+    except (ConfigError, ValueError, SynthesisError, OSError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_design_table(result, Console(highlight=False))
     return 1 if result["errors"] else 0
 
 

@@ -199,19 +199,27 @@ def nic_replay(config, packets, progress=print, seed=5):
             "packets_per_s": packets / sum(times.values())}
 
 
-def nic_saturated_rate(config, cycles=200_000, progress=print):
+def nic_saturated_rate(config, cycles=200_000, progress=print, profile=False, variant=None,
+                       profile_data=None):
     """The virtual device's cycles/s on ``config``'s NIC with two tenants saturating both
     ports (the first region's chain with 256-byte frames on port 0, the next chain's with
-    512-byte frames on port 1), deployed by the control plane. In process, no socket."""
+    512-byte frames on port 1), deployed by the control plane. In process, no socket.
+
+    ``profile``: run the profiling build under ``perf`` instead (:mod:`.profile`) and add
+    ``profile``, each block's share of the cycles; its cycles/s is the profiling build's.
+    ``variant``, ``profile_data``: measure another kind of build (:data:`.build.VARIANTS`)."""
     import asyncio
 
     from ...driver.control import ControlPlane
     from ...driver.traffic import make_schedule, parse_flow
     from ..build import generated_design
     from .device import DeviceRegisterBus
+    from .profile import block_profile, profile_run, read_structure
 
     paths = generated_design(config, progress=progress)
-    with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress) as device:
+    variant = "profile" if profile else variant
+    with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress,
+                             variant=variant, profile_data=profile_data) as device:
         async def wait():
             device.run(256)
         description = device.regmap
@@ -224,11 +232,22 @@ def nic_saturated_rate(config, cycles=200_000, progress=print):
                                  cycles=cycles, header_bytes=cfg["header_bytes"])
         for port, frame in zip(schedule.ports, schedule.frames):
             device.push(port, frame)
-        t = time.perf_counter()
-        device.run(cycles)
-        busy = cycles / (time.perf_counter() - t)
+
+        def run():
+            t = time.perf_counter()
+            device.run(cycles)
+            return cycles / (time.perf_counter() - t)
+
+        if profile:
+            progress(f"profiling {cycles:,} cycles under perf...")
+            busy, symbols = profile_run(run)
+        else:
+            busy = run()
         delivered = len(device.pop())
-    return {"cycles": cycles, "cycles_per_s": busy, "delivered": delivered}
+    result = {"cycles": cycles, "cycles_per_s": busy, "delivered": delivered}
+    if profile:
+        result["profile"] = block_profile(read_structure(paths["verilog"]), symbols)
+    return result
 
 
 def nic_cocotb_rate(config, progress=print, windows=(2_000, 12_000)):

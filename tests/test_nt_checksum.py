@@ -1,6 +1,6 @@
 """Checksum verification and offload: the rules in the models (checked against the traffic
 generator's own checksums and scapy's), configuration errors, and both NTs in hardware against
-their models at 64 and 512 bits (10,000 packets each, random idle and backpressure, 10%
+their models at 64 and 512 bits (5,000 packets each, random idle and backpressure, 10%
 malformed, 30% with a spoiled checksum, oversize frames at one width), plus saturation runs."""
 
 import random
@@ -221,21 +221,21 @@ def simulator(request):
 def test_hardware_matches_model(simulator, tmp_path):
     kind, width, frame, sim = simulator
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + len(kind), "SNIC_PACKETS": 10_000, "SNIC_IDLE": "random",
+        "SNIC_SEED": width + len(kind), "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
         "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
     }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
     assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 10_000
+    assert result["packets_out"] == result["packets_in"] == 5_000
     assert result["counters"] == result["model_counters"]
     counters = result["counters"]
     assert counters["skipped"] > 0
     assert (counters["oversize"] > 0) == (frame == 2048)
     if kind == "csum_verify":
-        assert all(counters[c] > 100 for c in BAD_COUNTERS + ("ipv4_good", "tcp_good"))
+        assert all(counters[c] > 50 for c in BAD_COUNTERS + ("ipv4_good", "tcp_good"))
         assert counters["udp_unchecked"] > 0
     else:
-        assert result["changed"] > 1000     # the random configuration may turn one kind off
-        assert sum(counters[c] for c in ("ipv4_filled", "tcp_filled", "udp_filled")) > 5000
+        assert result["changed"] > 500     # the random configuration may turn one kind off
+        assert sum(counters[c] for c in ("ipv4_filled", "tcp_filled", "udp_filled")) > 2500
 
 
 @pytest.mark.parametrize("size", [64, 1500])

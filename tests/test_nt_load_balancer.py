@@ -1,6 +1,6 @@
 """L4 load balancer: the rewrite against scapy's checksums, Maglev flow affinity in the model,
 the exact mod-M circuit, configuration errors, and the hardware against the model at 64 and
-512 bits (10,000 packets each, random idle and backpressure, VXLAN with and without outer
+512 bits (5,000 packets each, random idle and backpressure, VXLAN with and without outer
 checksums) plus saturation."""
 
 import collections
@@ -319,15 +319,15 @@ def simulator(request):
 def test_hardware_matches_model(simulator, tmp_path):
     width, sim = simulator
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + 1, "SNIC_PACKETS": 10_000, "SNIC_IDLE": "random",
+        "SNIC_SEED": width + 1, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
         "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
     }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
     assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 10_000
+    assert result["packets_out"] == result["packets_in"] == 5_000
     assert result["counters"] == result["model_counters"]
     assert not result["state_problems"]           # backend slots and lookup table read back
     counters = result["counters"]
-    assert result["changed"] > 500 and counters["skipped"] > 1000
+    assert result["changed"] > 250 and counters["skipped"] > 500
     assert counters["packets"] - counters["skipped"] >= result["changed"]
 
 

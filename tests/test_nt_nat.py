@@ -1,6 +1,6 @@
 """Static NAT: translation rules and checksums in the model (checked by scapy's own checksum
 computation), configuration errors, and the hardware against the model at 64 and 512 bits
-(10,000 packets each, random idle and backpressure, 10% malformed) plus saturation runs."""
+(5,000 packets each, random idle and backpressure, 10% malformed) plus saturation runs."""
 
 import ipaddress
 import random
@@ -291,17 +291,17 @@ def simulator(request):
 def test_hardware_matches_model(simulator, tmp_path):
     width, sim = simulator
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width, "SNIC_PACKETS": 10_000, "SNIC_IDLE": "random",
+        "SNIC_SEED": width, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
         "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
     }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
     assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 10_000
+    assert result["packets_out"] == result["packets_in"] == 5_000
     assert result["counters"] == result["model_counters"]
     assert not result["state_problems"]
     counters = result["counters"]
-    assert counters["snat_hits"] > 100 and counters["dnat_hits"] > 100
+    assert counters["snat_hits"] > 50 and counters["dnat_hits"] > 50
     assert counters["skipped"] > 0 and counters["misses"] > 0
-    assert result["changed"] > 500
+    assert result["changed"] > 250
 
 
 @pytest.mark.parametrize("size", [64, 1500])

@@ -1,5 +1,5 @@
 """VLAN push and pop: the models checked with scapy and against the parser (contract rule 4),
-configuration errors, and the hardware against the models at 64 and 512 bits (10,000 packets
+configuration errors, and the hardware against the models at 64 and 512 bits (5,000 packets
 each, 10% malformed, random idle and backpressure) plus saturation at 64 and 1,500 bytes."""
 
 import random
@@ -243,13 +243,13 @@ def simulator(request):
 def test_hardware_matches_model(simulator, tmp_path):
     kind, width, sim = simulator
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + len(kind), "SNIC_PACKETS": 10_000, "SNIC_IDLE": "random",
+        "SNIC_SEED": width + len(kind), "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
         "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
     }, test_dir=tmp_path, module=BENCH)
     assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 10_000
+    assert result["packets_out"] == result["packets_in"] == 5_000
     assert result["counters"] == result["model_counters"]
-    assert result["changed"] > 4000 and result["counters"]["skipped"] > 1000
+    assert result["changed"] > 2000 and result["counters"]["skipped"] > 500
 
 
 @pytest.mark.parametrize("size", [64, 1500])

@@ -1,6 +1,6 @@
 """The generated parser design on Verilator, against the model, at 64 and 512 bits.
 
-21,000 packets per width (three runs of 7,000: no idle or backpressure, random, bursty), mixed
+10,500 packets per width (three runs of 3,500: no idle or backpressure, random, bursty), mixed
 sizes from 60 to 9,000 bytes, 10% malformed of every kind plus broken ``keep``; the bench
 (sim/tb/parser_tb.py) compares every packet and metadata word with the model and the register
 counters with what came out.
@@ -11,7 +11,7 @@ import pytest
 from supernic.hw.config import DesignConfig
 from supernic.sim.session import design_simulator, run_bench
 
-PACKETS_PER_RUN = 7000
+PACKETS_PER_RUN = 3500
 PATTERNS = [("none", "none"), ("random", "random"), ("bursty", "bursty")]
 
 

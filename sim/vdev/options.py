@@ -14,7 +14,9 @@ ratio to the normal build. Nothing here changes what ``VirtualDevice.build`` use
 the note that comes with the figures says what was kept.
 """
 
-import multiprocessing
+import pickle
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,12 +53,15 @@ def option_rates(config, cycles=100_000, variants=("threads2", "pgo"), progress=
                 old.unlink()
             progress(f"training run of the pgo-train build ({cycles:,} cycles)...")
             t = time.monotonic()
-            child = multiprocessing.get_context("spawn").Process(target=_train,
-                                                                 args=(config, cycles))
-            child.start()
-            child.join()
-            if child.exitcode:
-                raise RuntimeError(f"the PGO training run failed (exit {child.exitcode})")
+            # A child process of its own: the counts are written when it exits.
+            child = subprocess.run(
+                [sys.executable, "-c", "import pickle, sys; from supernic.sim.vdev.options "
+                 "import _train; _train(*pickle.loads(sys.stdin.buffer.read()))"],
+                input=pickle.dumps((config, cycles)), capture_output=True)
+            if child.returncode:
+                tail = child.stderr.decode(errors="replace").strip().splitlines()[-1:]
+                raise RuntimeError(f"the PGO training run failed (exit {child.returncode}): "
+                                   f"{' '.join(tail)}")
             train = round(time.monotonic() - t, 1)
             _, more = _timed_build(verilog, "pgo", progress, profile_data=obj)
             seconds = round(seconds + train + more, 1)

@@ -150,3 +150,15 @@ def test_table_measures_the_probe_and_skips_what_fails(cache, monkeypatch):
     [verilog] = (cache / "gen").glob("probe-*/probe.v")
     again = synthesize(verilog, "probe", "ecp5")
     assert again["cached"] and again["cells"] == got["cells"]
+
+
+def test_design_blocks_usage_errors_are_one_line(tmp_path, capsys):
+    """`snic resources --config C`: NT kinds beside it, or a design file that is not there,
+    are a usage error (exit 2, one line), before anything is generated or synthesised."""
+    assert resources.main(["acl", "--config", str(tmp_path / "x.toml")], prog="snic resources") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("snic resources: error: ") and "NT kinds" in err and "\n" not in err
+    assert resources.main(["--config", str(tmp_path / "missing.toml")],
+                          prog="snic resources") == 2
+    err = capsys.readouterr().err.strip()
+    assert "missing.toml" in err and "does not exist" in err and "\n" not in err

@@ -153,7 +153,7 @@ def _device_profile(config, quick, status):
     status.update("profiling build of the NIC under perf, two tenants saturating both ports...")
     try:
         run = nic_saturated_rate(config, 2_000 if quick else 20_000, progress=status.update,
-                                 profile=True)
+                                 variant="profile")
     except PerfUnavailable as e:
         return {"error": str(e)}
     profile = {"cycles": run["cycles"], "profiling_cycles_per_s": round(run["cycles_per_s"]),

@@ -12,19 +12,11 @@ block and is left out of the total; it holds no flip-flops worth counting. Resul
 
 import multiprocessing
 import time
-from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-from .resources import _COLUMNS, TARGETS, SynthesisError, synthesize, yosys_version
+from .resources import _COLUMNS, TARGETS, _synthesize_job, yosys_version
 
 __all__ = ["design_resources", "print_design_table"]
-
-
-def _job(verilog, module, target, version):
-    try:
-        return synthesize(verilog, module, target, version)
-    except SynthesisError as e:
-        return {"error": str(e)}
 
 
 def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
@@ -43,18 +35,19 @@ def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
     instances = [(name, module) for module, name in structure.instances[structure.top]
                  if module in structure.instances]
     lines = {path[0]: n for path, n in structure.block_lines(1).items() if path}
-    modules = Counter(module for _, module in instances)
+    modules = dict.fromkeys(module for _, module in instances)   # each module once
     progress("checking Yosys (its first run compiles it, 30 to 45 s)...")
     version = yosys_version()
-    size = {m: structure.lines(m) + sum(structure.lines(c) for c in _below(structure, m))
-            for m in modules}
+    # Largest first (Verilog lines under the block), so the longest runs do not start last.
+    size = {module: lines.get(name, 0) for name, module in instances}
     work = sorted(((m, t) for m in modules for t in targets), key=lambda mt: -size[mt[0]])
     done, errors = {}, []
     # Spawned workers: the parent holds Amaranth's built-in Yosys (wasmtime), which does not
     # survive a fork.
     with ProcessPoolExecutor(max_workers=jobs,
                              mp_context=multiprocessing.get_context("spawn")) as pool:
-        running = {pool.submit(_job, paths["verilog"], m, t, version): (m, t) for m, t in work}
+        running = {pool.submit(_synthesize_job, paths["verilog"], m, t, version): (m, t)
+                   for m, t in work}
         while running:
             finished, _ = wait(running, timeout=1, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -80,15 +73,6 @@ def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
                         for t in targets},
             "blocks": blocks, "total": total, "errors": errors,
             "seconds": round(time.monotonic() - t0, 1)}
-
-
-def _below(structure, module, seen=None):
-    seen = set() if seen is None else seen
-    for child, _ in structure.instances.get(module, ()):
-        if child in structure.instances and child not in seen:
-            seen.add(child)
-            _below(structure, child, seen)
-    return seen
 
 
 def print_design_table(result, console):

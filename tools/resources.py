@@ -424,7 +424,7 @@ def print_table(result, console):
 
 
 def main(argv=None, prog="python -m supernic.tools.resources"):
-    """Exit codes: 0 every row measured, 1 some NT was skipped, 2 bad usage."""
+    """Exit codes: 0 every row measured, 1 some NT or block was skipped, 2 bad usage."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Resource table per NT from YoWASP Yosys (synth_ecp5, synth_xilinx xcup).")
@@ -439,51 +439,41 @@ def main(argv=None, prog="python -m supernic.tools.resources"):
                         help="instead of the NTs: every block of this design TOML (tools/"
                              "design_resources.py), at its own width")
     args = parser.parse_args(argv)
-    if args.config:
-        return _design_main(args, prog)
-
-    from rich.console import Console
-    err = Console(stderr=True, highlight=False)
-    targets = tuple(TARGETS) if args.target == "both" else (args.target,)
-    try:
-        with err.status("resources...") as status:
-            result = resource_table(args.kinds or None, args.width, targets, args.jobs,
-                                    progress=lambda message: status.update(f"resources {message}"))
-    except (ConfigError, ValueError, SynthesisError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result, indent=2))
-        for error in result["errors"]:
-            print(f"resources: skipped {error['kind']}: {error['message']}", file=sys.stderr)
-    else:
-        print_table(result, Console(highlight=False))
-    return 1 if result["errors"] else 0
-
-
-def _design_main(args, prog):
-    from rich.console import Console
-
-    from ..hw.config import load_config
-    from .design_resources import design_resources, print_design_table
-    if args.kinds:
+    if args.config and args.kinds:
         print(f"{prog}: error: --config measures a design's blocks; NT kinds do not apply",
               file=sys.stderr)
         return 2
+
+    from rich.console import Console
     err = Console(stderr=True, highlight=False)
     targets = tuple(TARGETS) if args.target == "both" else (args.target,)
     try:
-        config = load_config(args.config)
+        if args.config:
+            from ..hw.config import load_config
+            from .design_resources import design_resources, print_design_table
+            config = load_config(args.config)
+            show = print_design_table
+
+            def measure(progress):
+                return design_resources(config, targets, args.jobs, progress=progress)
+        else:
+            show = print_table
+
+            def measure(progress):
+                return resource_table(args.kinds or None, args.width, targets, args.jobs,
+                                      progress=progress)
         with err.status("resources...") as status:
-            result = design_resources(config, targets, args.jobs,
-                                      progress=lambda m: status.update(f"resources: {m}"))
+            result = measure(lambda message: status.update(f"resources {message}"))
     except (ConfigError, ValueError, SynthesisError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result, indent=2))
+        for error in result["errors"]:
+            what = error.get("kind") or error.get("module")
+            print(f"resources: skipped {what}: {error['message']}", file=sys.stderr)
     else:
-        print_design_table(result, Console(highlight=False))
+        show(result, Console(highlight=False))
     return 1 if result["errors"] else 0
 
 

@@ -199,15 +199,15 @@ def nic_replay(config, packets, progress=print, seed=5):
             "packets_per_s": packets / sum(times.values())}
 
 
-def nic_saturated_rate(config, cycles=200_000, progress=print, profile=False, variant=None,
+def nic_saturated_rate(config, cycles=200_000, progress=print, variant=None,
                        profile_data=None):
     """The virtual device's cycles/s on ``config``'s NIC with two tenants saturating both
     ports (the first region's chain with 256-byte frames on port 0, the next chain's with
     512-byte frames on port 1), deployed by the control plane. In process, no socket.
 
-    ``profile``: run the profiling build under ``perf`` instead (:mod:`.profile`) and add
-    ``profile``, each block's share of the cycles; its cycles/s is the profiling build's.
-    ``variant``, ``profile_data``: measure another kind of build (:data:`.build.VARIANTS`)."""
+    ``variant``, ``profile_data``: measure another kind of build (:data:`.build.VARIANTS`).
+    The "profile" variant runs under ``perf`` (:mod:`.profile`) and adds ``profile``, each
+    block's share of the cycles; its cycles/s is the profiling build's."""
     import asyncio
 
     from ...driver.control import ControlPlane
@@ -217,7 +217,7 @@ def nic_saturated_rate(config, cycles=200_000, progress=print, profile=False, va
     from .profile import block_profile, profile_run, read_structure
 
     paths = generated_design(config, progress=progress)
-    variant = "profile" if profile else variant
+    profile = variant == "profile"
     with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress,
                              variant=variant, profile_data=profile_data) as device:
         async def wait():

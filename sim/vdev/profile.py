@@ -1,6 +1,6 @@
 """Where a simulated cycle goes, block by block: Verilator's own profiling under ``perf``.
 
-A profiling build of the virtual device (``build_library(..., profile=True)``: Verilator's
+A profiling build of the virtual device (``build_library(..., variant="profile")``: Verilator's
 ``--prof-cfuncs``, compiled without inlining) makes every statement of the model a C++ function
 named after the Verilog file and line it came from (``..._PROF__<file>__l<line>``).
 ``perf record`` samples the process while the device runs; each sample's function gives a line,

@@ -452,6 +452,26 @@ def test_boundary_map_leaves_out_only_guarded_stage_registers():
     assert state_map_of(Delay(leak=True), state="boundary").dead == []
 
 
+def test_a_realigner_keeps_only_what_crosses_packets_live():
+    """The realigner (hw/nt/realign.py, inside the VLAN and VXLAN NTs) keeps a packet's
+    first-beat state in its input register (``x_meta``, ``x_head``) until the core copies it.
+    It is read only while that beat waits (``x_valid``) or its packet is half through
+    (``in_mid``, the mid-packet flag), so both guard it; the output register is read only
+    while ``o_valid``, and the core's copies only where ``phase`` is not idle, which the
+    analysis sees by splitting on ``phase`` where a multiplexer picks input or core."""
+    from supernic.hw.nt.realign import Realigner
+    from supernic.hw.parser.meta import meta_layout
+    smap = state_map_of(Realigner(64, meta_layout(64), max_head=4, max_drop=0))
+    guards = {d["name"]: set(d["guards"]) for d in smap.dead}
+    for name in ("x_meta", "x_head", "x_hrem"):
+        assert guards[name] == {"x_valid", "in_mid"}, name
+    for name in ("o_data", "o_meta"):
+        assert guards[name] == {"o_valid"}, name
+    for name in ("c_meta", "c_head"):
+        assert guards[name] == {"phase"}, name
+    assert smap.live_bits == 160 and smap.all_flip_flop_bits == 1918
+
+
 def test_boundary_stop_always_drains():
     """With the boundary port an immediate stop request still drains to a boundary: a
     capture from it would miss the flip-flops left out of the map."""

@@ -40,8 +40,12 @@ expression that is itself untainted there, so it holds in both runs alike. A con
 tainted taints everything assigned under it. (b) is checked per path of ``d``'s and ``g``'s
 assignments, for ``g`` = 1 (``d`` holding its value keeps it equal) and ``g`` = 0 (``d`` must
 be assigned an untainted value, or ``g`` cleared or held at 0); when ``d``'s new value is
-tainted by one other dead flip-flop ``e``, the path is split on ``e``'s guard (a pipeline
-stage copying the previous stage's data and valid bit every cycle). A guard is live, so its
+tainted by other dead flip-flops, the path is split, two levels deep, on their guards and on
+the fragment's state guards (a pipeline stage copying the previous stage's data and valid bit
+every cycle; a realigner's output register loaded from its input register only where
+``phase`` is idle and the input register full). A split case that contradicts the path's
+conditions is infeasible: a condition on a combinational signal or expression is evaluated
+again from the facts on flip-flops and inputs alone. A guard is live, so its
 next value is a sink, equal in both runs: its value on a path counts even where the path's
 condition is tainted.
 
@@ -64,7 +68,10 @@ it cannot prove dead stays live (the rule errs towards capturing more). The diff
 (sim/tb/yield_tb.py ``boundary_soundness``) writes random values into every dead flip-flop
 of every library NT at random boundaries and checks the output against the model bit for bit.
 
-A guard that never returns to 0 after a drain would make the boundary stop wait forever (the
+Guard candidates are the bits a drain clears (:func:`_draining`) and the flags that say a
+packet is half through a stream inside (``in_mid.eq(~i.p.last)``), 0 at any drained packet
+boundary. A guard that never returns to 0 after a drain would make the boundary stop wait
+forever (the
 driver's suspend then times out with a clear error): guards are the registers the analysis
 needed, which in a pipeline are its stage-valid bits and in a realigner its idle phase. A state
 guard is tried only where no 1-bit guard serves (its paths are many).
@@ -188,6 +195,7 @@ class _Analysis:
                 self._cone_keys(c, self.bit_keys)
         self.guards = {}        # id(dead flip-flop) -> [guard signals], every one passing (b)
         self.why = {}           # id(flip-flop) -> why it is live (what the analysis saw)
+        self.state_guards = {}  # id(fragment) -> its state guard candidates (analyse sets it)
         self._memo = {}
         self._interned = {}     # frozenset of facts -> the one dict with them (_bit_facts)
         self._memo_index = {}   # id(signal) -> memo keys of values that read it
@@ -418,6 +426,14 @@ class _Analysis:
                         return control
                     unknown |= v is None
                 return None if unknown else 1 - control
+        if isinstance(value, Operator) and value.operator in ("==", "!=") and bit == 0:
+            # A state guard known to be "not 0" (its ("nz", id) fact) against 0.
+            x, c = value.operands
+            if isinstance(x, Const):
+                x, c = c, x
+            if isinstance(c, Const) and c.value == 0 and isinstance(x, Signal) \
+                    and facts.get(("nz", id(x))) == 1:
+                return int(value.operator == "!=")
         if isinstance(value, Operator) and value.operator in _ARITH:
             # A comparison or sum of narrow operands that the facts fix entirely (a FIFO's
             # level known to be 0 makes `level != 0` known).
@@ -988,7 +1004,7 @@ class _Analysis:
             except _TooMany:
                 return False
             for facts, taken in paths:
-                if self._path_end(taken, facts, gv, sig, g, 1):
+                if self._path_end(taken, facts, gv, sig, g, 2):
                     continue
                 # ``k``'s other guards: where one is 1, ``k`` is equal in both runs (the
                 # invariant's other conjunct), so holding it keeps it equal (a register kept
@@ -1052,6 +1068,40 @@ class _Analysis:
                 raise _TooMany()
         return paths
 
+    def _feasible(self, facts):
+        """``facts``, or _INFEASIBLE when the facts on flip-flops and inputs alone (a split's
+        new ones among them) contradict a fact on a combinational signal or expression (a
+        path's condition ``core_beat`` that no stage can raise where ``phase`` is idle and
+        the input register empty)."""
+        if facts is _INFEASIBLE:
+            return facts
+        base = {k: v for k, v in facts.items()
+                if k[0] == "nz" or (isinstance(k[0], int)
+                                    and (k[0] in self.ff or k[0] in self.inputs))}
+        if len(base) == len(facts):
+            return facts
+        by_key = self.__dict__.setdefault("_skey_values", {})
+        if len(by_key) != len(self.__dict__.get("_skeys", ())):
+            by_key.clear()
+            by_key.update((key, value) for value, key in self._skeys.values())
+        for key, v in facts.items():
+            if key in base:
+                continue
+            if isinstance(key[0], int):
+                drivers = self.comb.get(key[0])
+                if not drivers or len(drivers) != 1 or drivers[0][0] \
+                        or id(drivers[0][1]) != key[0]:
+                    continue
+                value, bit = drivers[0][2], key[1]
+            else:
+                value, bit = by_key.get(key[0]), 0
+                if value is None:
+                    continue
+            got = self._eval_bit(value, base, bit)
+            if got is not None and got != v:
+                return _INFEASIBLE
+        return facts
+
     def _path_end(self, taken, facts, gv, sig, g, split):
         if facts is _INFEASIBLE:
             return True
@@ -1066,22 +1116,24 @@ class _Analysis:
                 t = dirty or (self.taint(rhs, facts) | self._lhs_taint(lhs, facts))
                 if t:
                     if split and d_state != "dirty" and dirty is None:
-                        # Split on a guard every tainting flip-flop shares (a stage's data
-                        # registers, all guarded by the stage's valid bit).
-                        common = None
+                        # Split on any guard of the tainting flip-flops (a stage's data
+                        # registers, all guarded by the stage's valid bit), and on the
+                        # fragment's state guards (an FSM deciding which register a
+                        # multiplexer reads).
+                        split_on = {}
                         for e in t:
                             # A port read outside its contract splits on the port's valid
                             # as a dead register splits on its guards.
-                            ids = {id(x): x for x in
-                                   self.guards.get(e) or self.port_conds.get(e) or ()}
-                            common = ids if common is None else \
-                                {i: x for i, x in common.items() if i in ids}
-                        for ge in (common or {}).values():
+                            split_on.update((id(x), x) for x in
+                                            self.guards.get(e) or self.port_conds.get(e) or ())
+                        split_on.update((id(x), x) for x in
+                                        self.state_guards.get(id(self.ff[id(sig)][1]), ()))
+                        for ge in split_on.values():
                             if self._guard_known(ge, facts):
                                 continue
-                            if all(self._path_end(taken, self._guard_fact(facts, ge, v), gv,
-                                                  sig, g, split - 1)
-                                   for v in (1, 0)):
+                            if all(self._path_end(
+                                    taken, self._feasible(self._guard_fact(facts, ge, v)), gv,
+                                    sig, g, split - 1) for v in (1, 0)):
                                 return True
                     d_state = "dirty"
                 elif d_state != "dirty":
@@ -1175,8 +1227,65 @@ def _draining(a, bits):
                 facts[(id(g), b)] = 0
         more = [g for g in pool if not any(g is k for k in kept) and _drains(a, g, facts)]
         if not more:
-            return kept
+            break
         kept += more
+    # The mid-packet flags join afterwards, not as facts of the fixpoint: a quiet component
+    # at reset is not the drained one (a head window whose decision FIFO is empty cannot
+    # pass its beats on, and with ``in_mid`` at 0 it would never clear).
+    return kept + [g for g in _mid_packet_flags(a, pool) if not any(g is k for k in kept)]
+
+
+def _mid_packet_flags(a, bits):
+    """The bits of ``bits`` that say "a packet is half through this stream": every
+    assignment gives it ``~last`` of one stream of a component in the hierarchy
+    (``in_mid.eq(~i.p.last)`` on a taken beat). No drain clears such a bit without a beat,
+    so the quiet fixpoint of :func:`_draining` never picks it; but at a drained packet
+    boundary every packet that entered has left whole (the NT contract's rule 1: one packet
+    out per packet in), so every stream inside is between packets and the bit is 0. As for
+    every guard, soundness does not rest on this: the stop waits for the bit to be 0."""
+    lasts = set()
+    for _path, frag in a.inv.fragments:
+        for origin in getattr(frag, "origins", None) or ():
+            if isinstance(origin, wiring.Component):
+                lasts |= _stream_lasts(origin)
+    out = []
+    for g in bits:
+        if len(g) != 1:
+            continue
+        assigns = a.assigns_of(id(g))
+        if assigns and all(lhs is g and _is_not_of(rhs, lasts) for _t, lhs, rhs in assigns):
+            out.append(g)
+    return out
+
+
+def _stream_lasts(component):
+    """Keys (see :func:`_bit_key`) of the ``last`` bits of ``component``'s streams."""
+    out = set()
+    for name, member in component.signature.members.items():
+        if not (member.is_signature and isinstance(member.signature, stream.Signature)
+                and not member.dimensions):
+            continue
+        payload = getattr(component, name).payload
+        if hasattr(payload, "last"):
+            key = _bit_key(Value.cast(payload.last))
+            if key is not None:
+                out.add(key)
+    return out
+
+
+def _bit_key(value):
+    """``(id(signal), bit)`` of a 1-bit signal or a 1-bit slice of one, else None."""
+    if isinstance(value, Signal) and len(value) == 1:
+        return (id(value), 0)
+    if isinstance(value, Slice) and value.stop - value.start == 1 \
+            and isinstance(value.value, Signal):
+        return (id(value.value), value.start)
+    return None
+
+
+def _is_not_of(value, keys):
+    return (isinstance(value, Operator) and value.operator == "~"
+            and _bit_key(value.operands[0]) in keys)
 
 
 def _is_state(a, sig):
@@ -1431,6 +1540,7 @@ def analyse(fragment, component, inventory, force_live=(), contract=False):
 
     a.dead = set()
     a.guards = {}
+    a.state_guards = {f: [g for g in gs if len(g) > 1] for f, gs in by_frag.items()}
     a.reset_memo()
     nxt, out_sinks = _ff_reads(a)
     readers = {}

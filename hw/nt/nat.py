@@ -477,13 +477,19 @@ class NatTranslator(NetworkTask):
                          s1_rewrite[t].eq(rewrite)]
 
         # Per-slot hit counters: one incrementer a table; a slot write clears its counter.
+        # The slot is chosen under the stage's valid bit (not the other way round), so the
+        # transform's analysis sees that s1_index, and so s0_meta, matter only while it is 1
+        # (hw/transform/liveness.py: a tainted Switch test taints everything under it).
         for t in NAT_TABLES:
             cur = Signal(64, name=f"{t}_hits_cur")
             with m.Switch(s1_index[t]):
                 for k in range(sizes[t]):
                     with m.Case(k):
                         m.d.comb += cur.eq(hits[t][k])
-                        with m.If(s1_valid & s1_hit[t]):
+            with m.If(s1_valid & s1_hit[t]):
+                with m.Switch(s1_index[t]):
+                    for k in range(sizes[t]):
+                        with m.Case(k):
                             m.d.sync += hits[t][k].eq(cur + 1)
         with m.If(csr.entry_write):
             for ti, t in enumerate(NAT_TABLES):

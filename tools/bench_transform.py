@@ -13,7 +13,10 @@ without the transform:
    block RAM counts and the overhead (with / without) per port, under ``lut_overhead``. The
    issue's goal is at most 15 % more LUTs with the boundary port. Also the default NIC
    (``chains/default.toml`` at :data:`NIC_WIDTH` bits) with no region transformed and with every
-   region's personalities transformed (``nic``; goal: at most 15 % more LUTs).
+   region's personalities transformed (``nic``; goal: at most 15 % more LUTs), synthesised
+   block by block (:func:`~supernic.tools.design_resources.design_resources`: the whole NIC
+   flattened in one Yosys run did not finish in 12 minutes), summed over the blocks that
+   synthesised in both variants.
 2. **fmax on ECP5.** YoWASP Yosys ``synth_ecp5 -json``, then nextpnr-ecp5 on an LFE5U-85F
    (CABGA756, speed 6) ``--out-of-context`` (no I/O buffers and no global clock network: an
    NT has hundreds of ports, more than the package has pins, and sits inside a design anyway)
@@ -56,6 +59,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from ..sim.build import cache_root, generated_component
+from .design_resources import design_resources
 from .resources import HEADER_BYTES, SynthesisError, synthesize, yosys_version
 
 __all__ = ["transform_bench", "transform_show", "place_and_route", "nextpnr_version",
@@ -260,17 +264,52 @@ def _generate(cls, yieldable):
     return paths["verilog"], top, json.loads(Path(paths["regmap"]).read_text())["state"]
 
 
-def _nic_verilog(yieldable):
-    """``(verilog path, top)`` of the default NIC at :data:`NIC_WIDTH` bits, every region's
-    personalities transformed with ``yieldable`` (False: none)."""
+def _nic_config(yieldable):
+    """The default NIC at :data:`NIC_WIDTH` bits, every region's personalities transformed
+    with ``yieldable`` (False: none)."""
     from ..hw.config import default_config_path, load_config
-    from ..sim.build import generated_design
     base = load_config(default_config_path())
     tag = {False: "plain", "boundary": "boundary", "full": "full"}[yieldable]
-    config = base.with_(name=f"nic_default_w{NIC_WIDTH}_{tag}", data_width=NIC_WIDTH,
-                        yieldable=yieldable)
+    return base.with_(name=f"nic_default_w{NIC_WIDTH}_{tag}", data_width=NIC_WIDTH,
+                      yieldable=yieldable)
+
+
+def _nic_verilog(yieldable):
+    """``(verilog path, top)`` of :func:`_nic_config`."""
+    from ..sim.build import generated_design
+    config = _nic_config(yieldable)
     paths = generated_design(config, progress=lambda message: None)
     return paths["verilog"], config.name
+
+
+def _nic_area(blocks):
+    """``{"area": {target: {plain, boundary, lut_overhead, ff_overhead, regions}},
+    "blocks", "missing"}`` from the two variants' :func:`design_resources` results. The sums
+    are over the blocks synthesised in both (a block Yosys fails on is listed under
+    ``missing``, and left out of both sides)."""
+    rows = {v: {r["block"]: r for r in blocks[v]["blocks"]} for v in ("plain", "boundary")}
+    area, missing = {}, []
+    for target in TARGETS:
+        sums = {v: dict.fromkeys(AREA_COLUMNS, 0) for v in ("plain", "boundary")}
+        regions = {v: 0 for v in ("plain", "boundary")}
+        for name in sorted(rows["plain"]):
+            got = {v: rows[v].get(name, {}).get(target) for v in ("plain", "boundary")}
+            if not all(got.values()):
+                missing.append(f"{name} ({target})")
+                continue
+            for v, r in got.items():
+                for c in AREA_COLUMNS:
+                    sums[v][c] += r.get(c, 0)
+                if name.startswith("region"):
+                    regions[v] += r["lut"]
+        area[target] = {**sums, "regions_lut": regions,
+                        "lut_overhead": overhead(sums["boundary"]["lut"], sums["plain"]["lut"]),
+                        "ff_overhead": overhead(sums["boundary"]["ff"], sums["plain"]["ff"])}
+    per_block = {name: {v: {t: {c: rows[v][name][t][c] for c in ("lut", "ff")}
+                            for t in TARGETS if rows[v].get(name, {}).get(t)}
+                        for v in ("plain", "boundary") if name in rows[v]}
+                 for name in sorted(rows["plain"])}
+    return {"area": area, "blocks": per_block, "missing": missing}
 
 
 def _one_line(error):
@@ -401,9 +440,9 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                 except Exception as e:
                     error("nic", "generate", variant, _one_line(e))
                     continue
-                for target in TARGETS:
-                    pool.submit(("nic", variant, target), f"NIC {variant} {target}",
-                                synthesize, path, top, target, version)
+                # Block by block; the Verilog above is cached, so this only reads it.
+                pool.submit(("nic", variant), f"NIC {variant}", design_resources,
+                            _nic_config(yieldable), tuple(TARGETS), 1)
         for (kind, variant), (path, top) in verilogs.items():
             for target in TARGETS:
                 pool.submit(("area", kind, variant, target), f"{kind} {variant} {target}",
@@ -477,16 +516,16 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
             status.update(f"waiting for synthesis and P&R  |  {pool.line()}")
         pool.close()
 
-    nic_area = {}
+    nic_blocks = {}
     for tag, value in pool.results:
         if tag[0] == "nic":
-            _stage, variant, target = tag
+            variant = tag[1]
             if "error" in value:
-                error("nic", f"area {target}", variant, value["error"])
-            else:
-                nic_area.setdefault(target, {})[variant] = {
-                    **{c: value[c] for c in AREA_COLUMNS}, "synth_seconds": value["seconds"],
-                    "cached": value["cached"]}
+                error("nic", "area", variant, value["error"])
+                continue
+            nic_blocks[variant] = value
+            for e in value["errors"]:
+                error("nic", f"area {e['target']} {e['module']}", variant, e["message"])
             continue
         stage, kind, variant = tag[:3]
         row = nts[kind]
@@ -530,13 +569,9 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                                    "throughput", "yield_costs") if k in row}
         nts[kind] = row
     figures["nts"] = nts
-    if nic_area:
-        for target, area in nic_area.items():
-            if "plain" in area and "boundary" in area:
-                area["lut_overhead"] = overhead(area["boundary"]["lut"], area["plain"]["lut"])
-                area["ff_overhead"] = overhead(area["boundary"]["ff"], area["plain"]["ff"])
+    if len(nic_blocks) == 2:
         figures["nic"] = {"config": "chains/default.toml", "data_width": NIC_WIDTH,
-                          "yieldable": "boundary", "area": nic_area}
+                          "yieldable": "boundary", **_nic_area(nic_blocks)}
     figures["summary"] = {
         name: {"min": min(v), "max": max(v), "mean": round(sum(v) / len(v), 4), "n": len(v),
                **({"within_goal": sum(x <= 1.15 for x in v)} if "lut" in name else {})}
@@ -647,11 +682,14 @@ def transform_show(result, console):
     nic = result.get("nic")
     if nic:
         for target, a in nic["area"].items():
-            p, b = a.get("plain", {}), a.get("boundary", {})
-            console.print(f"default NIC ({nic['data_width']}-bit) {target}: LUTs "
-                          f"{p.get('lut', '-')} without, {b.get('lut', '-')} with every region "
-                          f"transformed ({_pct(a.get('lut_overhead'))}); FFs {p.get('ff', '-')}"
-                          f" / {b.get('ff', '-')} ({_pct(a.get('ff_overhead'))})")
+            p, b, r = a["plain"], a["boundary"], a["regions_lut"]
+            console.print(f"default NIC ({nic['data_width']}-bit) {target}, block by block: "
+                          f"LUTs {p['lut']:,} without, {b['lut']:,} with every region "
+                          f"transformed ({_pct(a['lut_overhead'])}; the regions "
+                          f"{r['plain']:,} -> {r['boundary']:,}); FFs {p['ff']:,} / "
+                          f"{b['ff']:,} ({_pct(a['ff_overhead'])})")
+        if nic["missing"]:
+            console.print(f"not in the NIC sums (Yosys failed): {', '.join(nic['missing'])}")
     for name, s in result.get("summary", {}).items():
         extra = f", {s['within_goal']}/{s['n']} within +15 %" if "within_goal" in s else ""
         console.print(f"{name} with/without: min {s['min']:.3f}, mean {s['mean']:.3f}, "

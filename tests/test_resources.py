@@ -162,3 +162,67 @@ def test_design_blocks_usage_errors_are_one_line(tmp_path, capsys):
                           prog="snic resources") == 2
     err = capsys.readouterr().err.strip()
     assert "missing.toml" in err and "does not exist" in err and "\n" not in err
+
+
+def _two_block_design(name, sibling_width):
+    return rf"""module {name}(clk, a, y);
+  input clk;
+  input [7:0] a;
+  output [7:0] y;
+  \{name}.blk  blk (
+    .clk(clk), .a(a), .y(y)
+  );
+  \{name}.other  other (
+    .clk(clk)
+  );
+endmodule
+
+module \{name}.blk (clk, a, y);
+  input clk;
+  input [7:0] a;
+  output [7:0] y;
+  {name}__leaf inner (
+    .clk(clk), .a(a), .y(y)
+  );
+endmodule
+
+module \{name}.other (clk);
+  input clk;
+  reg [{sibling_width - 1}:0] r = 0;
+  always @(posedge clk) r <= r + 1;
+endmodule
+
+module {name}__leaf(clk, a, y);
+  input clk;
+  input [7:0] a;
+  output [7:0] y;
+  reg [7:0] q = 8'd0;
+  always @(posedge clk) q <= q + a;
+  assign y = q;
+endmodule
+"""
+
+
+def test_a_block_shared_by_two_designs_is_one_synthesis_file(tmp_path):
+    """A block is synthesised from its own module and the modules under it (not its
+    siblings, not the top), with the design's name taken out of the module names: the same
+    block in two designs (a parser with and without transformed regions) is one file, so
+    one synthesis in the cache; a block that differs is another file."""
+    from supernic.sim.vdev.profile import read_structure
+    from supernic.tools.design_resources import block_verilog
+    out = {}
+    for name, width in (("nic_a", 4), ("nic_b", 6)):
+        path = tmp_path / f"{name}.v"
+        path.write_text(_two_block_design(name, width))
+        structure = read_structure(path)
+        out[name] = {m.split(".")[-1]: block_verilog(path, structure, m, name, tmp_path / "b")
+                     for m in (f"{name}.blk", f"{name}.other")}
+    assert out["nic_a"]["blk"] == out["nic_b"]["blk"]
+    assert out["nic_a"]["other"][0] != out["nic_b"]["other"][0]
+    path, top = out["nic_a"]["blk"]
+    text = path.read_text()
+    assert top == "design.blk"
+    assert "module \\design.blk " in text and "module design__leaf(" in text
+    assert "nic_a" not in text and "other" not in text and "module design.blk(" not in text
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(
+        {p.name for p, _top in [*out["nic_a"].values(), *out["nic_b"].values()]})

@@ -6,17 +6,57 @@ tables line up. Each distinct block module is synthesised once per target with t
 scripts as the per-NT table (:data:`~supernic.tools.resources.TARGETS`, flattened, out of
 context), on ``jobs`` cores, largest first; two instances of one module (the two parsers) count
 twice in the total. The top module's own logic (wiring, the id and shape constants) is not a
-block and is left out of the total; it holds no flip-flops worth counting. Results are cached by
-:func:`~supernic.tools.resources.synthesize`.
+block and is left out of the total; it holds no flip-flops worth counting.
+
+Each block is synthesised from a file of its own: its module and every module under it, with
+the design's name in the module names replaced by ``design`` (:func:`block_verilog`). Results
+are cached by :func:`~supernic.tools.resources.synthesize` on that text, so a block that is the
+same circuit in two designs (the parsers, scheduler and store of the default NIC with and
+without transformed regions) is synthesised once.
 """
 
+import hashlib
+import os
 import multiprocessing
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 
 from .resources import _COLUMNS, TARGETS, _synthesize_job, yosys_version
 
-__all__ = ["design_resources", "print_design_table"]
+__all__ = ["design_resources", "print_design_table", "block_verilog"]
+
+
+def block_verilog(verilog_path, structure, module, design, out_dir):
+    """``(path, top)``: the Verilog of ``module`` of ``verilog_path`` (read by
+    :func:`~supernic.sim.vdev.profile.read_structure` into ``structure``) and of every module
+    under it, the design's name ``design`` in module names replaced by ``design``, in
+    ``out_dir`` under a name made from the text's hash."""
+    keep, work = set(), [module]
+    while work:
+        m = work.pop()
+        if m in keep or m not in structure.instances:
+            continue
+        keep.add(m)
+        work += [child for child, _name in structure.instances[m]]
+    lines = Path(verilog_path).read_text(errors="replace").splitlines(keepends=True)
+    text = "".join("".join(lines[first - 1:last]) + "\n"
+                   for first, last, m in structure.spans if m in keep)
+    # Module names are escaped identifiers, ``\<design>.<path> ``, or, for a module converted
+    # on its own (hw/separate.py), plain ones, ``<design>__<name>``.
+    text = text.replace(f"\\{design}.", "\\design.").replace(f"{design}__", "design__")
+    top = module
+    for sep in (".", "__"):
+        if module.startswith(design + sep):
+            top = "design" + sep + module[len(design) + len(sep):]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(out_dir) / f"{top}-{digest}.v"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text)
+        partial.replace(path)
+    return path, top
 
 
 def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
@@ -26,7 +66,7 @@ def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
          "blocks": [{"block", "module", "verilog_lines", target: {lut, ff, ..., seconds}}],
          "total": {target: {lut, ff, ...}}, "errors": [...], "seconds"}
     """
-    from ..sim.build import generated_design
+    from ..sim.build import cache_root, generated_design
     from ..sim.vdev.profile import read_structure
     t0 = time.monotonic()
     progress = progress or (lambda message: None)
@@ -46,8 +86,11 @@ def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
     # survive a fork.
     with ProcessPoolExecutor(max_workers=jobs,
                              mp_context=multiprocessing.get_context("spawn")) as pool:
-        running = {pool.submit(_synthesize_job, paths["verilog"], m, t, version): (m, t)
-                   for m, t in work}
+        files = {m: block_verilog(paths["verilog"], structure, m, structure.top,
+                                  cache_root() / "resources" / "blocks")
+                 for m in modules}
+        running = {pool.submit(_synthesize_job, str(files[m][0]), files[m][1], t, version):
+                   (m, t) for m, t in work}
         while running:
             finished, _ = wait(running, timeout=1, return_when=FIRST_COMPLETED)
             for future in finished:

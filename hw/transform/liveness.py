@@ -71,10 +71,10 @@ of every library NT at random boundaries and checks the output against the model
 Guard candidates are the bits a drain clears (:func:`_draining`) and the flags that say a
 packet is half through a stream inside (``in_mid.eq(~i.p.last)``), 0 at any drained packet
 boundary. A guard that never returns to 0 after a drain would make the boundary stop wait
-forever (the
-driver's suspend then times out with a clear error): guards are the registers the analysis
-needed, which in a pipeline are its stage-valid bits and in a realigner its idle phase. A state
-guard is tried only where no 1-bit guard serves (its paths are many).
+forever (the driver's suspend then times out with a clear error): guards are the registers
+the analysis needed, which in a pipeline are its stage-valid bits and in a realigner its idle
+phase and mid-packet flag. A state guard is tried only where no 1-bit guard serves (its paths
+are many).
 """
 
 from amaranth.hdl import Const, Fragment, Module, Signal, Value

@@ -215,7 +215,8 @@ def test_a_block_shared_by_two_designs_is_one_synthesis_file(tmp_path):
         path = tmp_path / f"{name}.v"
         path.write_text(_two_block_design(name, width))
         structure = read_structure(path)
-        out[name] = {m.split(".")[-1]: block_verilog(path, structure, m, name, tmp_path / "b")
+        lines = path.read_text().splitlines(keepends=True)
+        out[name] = {m.split(".")[-1]: block_verilog(lines, structure, m, name, tmp_path / "b")
                      for m in (f"{name}.blk", f"{name}.other")}
     assert out["nic_a"]["blk"] == out["nic_b"]["blk"]
     assert out["nic_a"]["other"][0] != out["nic_b"]["other"][0]

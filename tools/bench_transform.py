@@ -58,7 +58,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from ..sim.build import cache_root, generated_component
+from ..sim.build import cache_root, generated_component, generated_design
 from .design_resources import design_resources
 from .resources import HEADER_BYTES, SynthesisError, synthesize, yosys_version
 
@@ -274,14 +274,6 @@ def _nic_config(yieldable):
                       yieldable=yieldable)
 
 
-def _nic_verilog(yieldable):
-    """``(verilog path, top)`` of :func:`_nic_config`."""
-    from ..sim.build import generated_design
-    config = _nic_config(yieldable)
-    paths = generated_design(config, progress=lambda message: None)
-    return paths["verilog"], config.name
-
-
 def _nic_area(blocks):
     """``{"area": {target: {plain, boundary, lut_overhead, ff_overhead, regions}},
     "blocks", "missing"}`` from the two variants' :func:`design_resources` results. The sums
@@ -434,15 +426,16 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
         if nic:
             for variant, yieldable in (("plain", False), ("boundary", "boundary")):
                 status.update(f"default NIC ({NIC_WIDTH}-bit): Verilog ({variant})...")
+                config = _nic_config(yieldable)
                 try:
+                    # Generated here, not in a pool thread; design_resources finds it cached.
                     with quiet_fds(log):
-                        path, top = _nic_verilog(yieldable)
+                        generated_design(config, progress=lambda message: None)
                 except Exception as e:
                     error("nic", "generate", variant, _one_line(e))
                     continue
-                # Block by block; the Verilog above is cached, so this only reads it.
                 pool.submit(("nic", variant), f"NIC {variant}", design_resources,
-                            _nic_config(yieldable), tuple(TARGETS), 1)
+                            config, tuple(TARGETS), 1)
         for (kind, variant), (path, top) in verilogs.items():
             for target in TARGETS:
                 pool.submit(("area", kind, variant, target), f"{kind} {variant} {target}",

@@ -27,10 +27,10 @@ from .resources import _COLUMNS, TARGETS, _synthesize_job, yosys_version
 __all__ = ["design_resources", "print_design_table", "block_verilog"]
 
 
-def block_verilog(verilog_path, structure, module, design, out_dir):
-    """``(path, top)``: the Verilog of ``module`` of ``verilog_path`` (read by
-    :func:`~supernic.sim.vdev.profile.read_structure` into ``structure``) and of every module
-    under it, the design's name ``design`` in module names replaced by ``design``, in
+def block_verilog(lines, structure, module, design, out_dir):
+    """``(path, top)``: the Verilog of ``module`` (``lines``: the lines of the file that
+    :func:`~supernic.sim.vdev.profile.read_structure` read into ``structure``) and of every
+    module under it, the design's name ``design`` in module names replaced by ``design``, in
     ``out_dir`` under a name made from the text's hash."""
     keep, work = set(), [module]
     while work:
@@ -39,7 +39,6 @@ def block_verilog(verilog_path, structure, module, design, out_dir):
             continue
         keep.add(m)
         work += [child for child, _name in structure.instances[m]]
-    lines = Path(verilog_path).read_text(errors="replace").splitlines(keepends=True)
     text = "".join("".join(lines[first - 1:last]) + "\n"
                    for first, last, m in structure.spans if m in keep)
     # Module names are escaped identifiers, ``\<design>.<path> ``, or, for a module converted
@@ -84,11 +83,12 @@ def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
     done, errors = {}, []
     # Spawned workers: the parent holds Amaranth's built-in Yosys (wasmtime), which does not
     # survive a fork.
+    text = Path(paths["verilog"]).read_text(errors="replace").splitlines(keepends=True)
+    files = {m: block_verilog(text, structure, m, structure.top,
+                              cache_root() / "resources" / "blocks")
+             for m in modules}
     with ProcessPoolExecutor(max_workers=jobs,
                              mp_context=multiprocessing.get_context("spawn")) as pool:
-        files = {m: block_verilog(paths["verilog"], structure, m, structure.top,
-                                  cache_root() / "resources" / "blocks")
-                 for m in modules}
         running = {pool.submit(_synthesize_job, str(files[m][0]), files[m][1], t, version):
                    (m, t) for m, t in work}
         while running:

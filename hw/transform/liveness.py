@@ -82,6 +82,8 @@ from amaranth.hdl._ast import (Assign, Concat, Initial, Operator, Part, Slice, S
                                SwitchValue, _StatementList)
 from amaranth.lib import stream, wiring
 
+from .compose import _component_of
+
 __all__ = ["ContractError", "Liveness", "analyse"]
 
 _INFEASIBLE = object()
@@ -290,6 +292,7 @@ class _Analysis:
         else:
             key = ("v", id(value))
         cache[id(value)] = (value, key)         # the value kept alive: its id is the key
+        self.__dict__.setdefault("_skey_values", {}).setdefault(key, value)
         return key
 
     def _add_fact(self, facts, value, bit, v, depth=0):
@@ -1080,10 +1083,7 @@ class _Analysis:
                                     and (k[0] in self.ff or k[0] in self.inputs))}
         if len(base) == len(facts):
             return facts
-        by_key = self.__dict__.setdefault("_skey_values", {})
-        if len(by_key) != len(self.__dict__.get("_skeys", ())):
-            by_key.clear()
-            by_key.update((key, value) for value, key in self._skeys.values())
+        by_key = self.__dict__.get("_skey_values", {})      # kept by _skey
         for key, v in facts.items():
             if key in base:
                 continue
@@ -1245,9 +1245,9 @@ def _mid_packet_flags(a, bits):
     every guard, soundness does not rest on this: the stop waits for the bit to be 0."""
     lasts = set()
     for _path, frag in a.inv.fragments:
-        for origin in getattr(frag, "origins", None) or ():
-            if isinstance(origin, wiring.Component):
-                lasts |= _stream_lasts(origin)
+        component = _component_of(frag)
+        if component is not None:
+            lasts |= _stream_lasts(component)
     out = []
     for g in bits:
         if len(g) != 1:
@@ -1258,14 +1258,19 @@ def _mid_packet_flags(a, bits):
     return out
 
 
+def _streams(component):
+    """``[(member, port)]``: ``component``'s stream ports (arrays of streams left out)."""
+    return [(member, getattr(component, name))
+            for name, member in component.signature.members.items()
+            if member.is_signature and isinstance(member.signature, stream.Signature)
+            and not member.dimensions]
+
+
 def _stream_lasts(component):
     """Keys (see :func:`_bit_key`) of the ``last`` bits of ``component``'s streams."""
     out = set()
-    for name, member in component.signature.members.items():
-        if not (member.is_signature and isinstance(member.signature, stream.Signature)
-                and not member.dimensions):
-            continue
-        payload = getattr(component, name).payload
+    for _member, port in _streams(component):
+        payload = port.payload
         if hasattr(payload, "last"):
             key = _bit_key(Value.cast(payload.last))
             if key is not None:
@@ -1345,11 +1350,7 @@ def _stream_contract(component):
     equal in both runs while its ``valid`` is 1, an output stream's ``ready`` while its
     ``valid`` is 1; ``valid`` itself and every other input always."""
     out = []
-    for name, member in component.signature.members.items():
-        if not (member.is_signature and isinstance(member.signature, stream.Signature)
-                and not member.dimensions):
-            continue
-        port = getattr(component, name)
+    for member, port in _streams(component):
         valid, ready = Value.cast(port.valid), Value.cast(port.ready)
         if not (isinstance(valid, Signal) and isinstance(ready, Signal)):
             continue

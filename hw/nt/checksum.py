@@ -141,30 +141,35 @@ def _tree_sum(m, values, name):
 def masked_sum(m, data, keep, beat, start, end, enable, nbytes, name):
     """Binary sum of the big-endian 16-bit words of one beat, counting only the bytes whose
     packet position is in ``[start, end)`` (``start`` even); a lone last byte is the high byte
-    of a word padded with zero (RFC 1071)."""
+    of a word padded with zero (RFC 1071).
+
+    The lanes inside the range are one vector: the lanes at or past the start are ones shifted
+    up by the start's lane, those before the end the complement of ones shifted up by the end's
+    lane. A comparison per lane was the same decoder on the FPGA, but Verilator evaluated it as
+    one scalar expression per lane every cycle (13 % of the default NIC's cycle went to the six
+    sums of the two checksum units)."""
     lb = _log2(nbytes)
+    ones = Const((1 << nbytes) - 1, nbytes)
     after, at_start, before, at_end = (Signal(name=f"{name}_{n}") for n in
                                        ("after", "at_start", "before", "at_end"))
-    sl, el = Signal(lb, name=f"{name}_sl"), Signal(lb, name=f"{name}_el")
+    from_start = Signal(nbytes, name=f"{name}_from_start")
+    before_end = Signal(nbytes, name=f"{name}_before_end")
+    inside = Signal(nbytes, name=f"{name}_inside")
     m.d.comb += [
         after.eq(beat > start[lb:]), at_start.eq(beat == start[lb:]),
         before.eq(beat < end[lb:]), at_end.eq(beat == end[lb:]),
-        sl.eq(start[:lb]), el.eq(end[:lb]),
+        from_start.eq(ones << start[:lb]),
+        before_end.eq(~(ones << end[:lb])),
+        inside.eq(Mux(enable, keep
+                      & Mux(after, ones, Mux(at_start, from_start, 0))
+                      & Mux(before, ones, Mux(at_end, before_end, 0)), 0)),
     ]
+    masked = Signal(len(data), name=f"{name}_masked")
+    m.d.comb += masked.eq(data & Cat(*[inside[j].replicate(8) for j in range(nbytes)]))
     words = []
     for k in range(nbytes // 2):
-        parts = []
-        for j in (2 * k, 2 * k + 1):
-            inside = Signal(name=f"{name}_in{j}")
-            # In the beat's last lane `sl <= j` always holds and `el > j` never does; written as
-            # comparisons, Verilator's lint calls them constant (CMPCONST).
-            from_start = Const(1) if j >= nbytes - 1 else sl <= j
-            before_end = Const(0) if j >= nbytes - 1 else el > j
-            m.d.comb += inside.eq(enable & keep[j] & (after | (at_start & from_start))
-                                  & (before | (at_end & before_end)))
-            parts.append(Mux(inside, data[8 * j:8 * j + 8], 0))
         word = Signal(16, name=f"{name}_w{k}")
-        m.d.comb += word.eq(Cat(parts[1], parts[0]))
+        m.d.comb += word.eq(Cat(masked[16 * k + 8:16 * k + 16], masked[16 * k:16 * k + 8]))
         words.append(word)
     return _tree_sum(m, words, name)
 

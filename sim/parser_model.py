@@ -61,8 +61,10 @@ class ParserModel:
         self.layout = meta_layout(header_bytes)
         self._slot_max = {}
 
-    def parse(self, frame: bytes, keep_error=False, length=None):
-        """Metadata for ``frame``. ``length`` (the count of kept bytes) defaults to its size."""
+    def parse(self, frame: bytes, keep_error=False, length=None, trace=None):
+        """Metadata for ``frame``. ``length`` (the count of kept bytes) defaults to its size.
+        ``trace``, a list, receives ``(step, header name, layer, offset)`` of every header the
+        walk meets (what hw/parser/reach.py must cover)."""
         length = len(frame) if length is None else length
         meta = zero(self.layout)
         flags = meta["flags"]
@@ -72,8 +74,10 @@ class ParserModel:
             flags["runt"] = 1
         off, layer, counts = 0, 0, {}
         kind = _BY_NAME[FIRST_HEADER]
-        for _ in range(self.walk_steps):
+        for step in range(self.walk_steps):
             h = kind
+            if trace is not None:
+                trace.append((step, h.name, layer, off))
             fixed = h.fixed_bytes
             if off + fixed > avail:
                 flags["truncated" if ended else "too_deep"] = 1

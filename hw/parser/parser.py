@@ -20,6 +20,7 @@ from ..stream import PacketSignature, check_data_width
 from .headers import FIRST_HEADER, header_index
 from .meta import meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
 from .toeplitz import toeplitz_hash
+from .reach import walk_reach
 from .walk import walk_state_layout, walk_step
 
 __all__ = ["HeaderParser"]
@@ -146,8 +147,10 @@ class HeaderParser(wiring.Component):
             ]
 
         # --- the walk: one registered step per header -----------------------------------
+        reach = walk_reach(H, self.walk_steps)
         for k in range(self.walk_steps):
-            m.d.sync += walk_step(m, stages[k], stages[k + 1], H, name=f"walk{k}")
+            m.d.sync += walk_step(m, stages[k], stages[k + 1], H, name=f"walk{k}",
+                                  reach=reach[k])
             m.d.sync += valid[k + 1].eq(valid[k])
 
         # --- finish: tenant key, flow hash, depth check -> metadata FIFO ----------------

@@ -49,7 +49,7 @@ def _stop_short(m, s, n):
     m.d.comb += n.kind.eq(0)
 
 
-def _header_case(m, s, n, h, win, prefix):
+def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS)):
     fixed = h.fixed_bytes
     raw = win[:fixed * 8]
     be = Cat(*[raw[8 * i:8 * i + 8] for i in reversed(range(fixed))])  # wire byte 0 on top
@@ -75,6 +75,8 @@ def _header_case(m, s, n, h, win, prefix):
             count = s.counts[ci]
             m.d.comb += n.counts[ci].eq(Mux(count == 3, 3, count + 1))
         for b in h.binds:
+            if b.layer is not None and b.layer not in layers:
+                continue  # this step never walks the header in that layer (reach.py)
             cond = C(1)
             if b.layer is not None:
                 cond &= s.layer == b.layer
@@ -89,7 +91,7 @@ def _header_case(m, s, n, h, win, prefix):
             else:
                 value = C(b.value)
             targets = ([(s.layer == i, _slot(n.meta, b.slot)[i], _slot(s.meta, b.slot)[i])
-                        for i in range(LAYERS)] if b.per_layer
+                        for i in range(LAYERS) if i in layers] if b.per_layer
                        else [(C(1), _slot(n.meta, b.slot), _slot(s.meta, b.slot))])
             for sel, target, current in targets:
                 if b.mode == "max":
@@ -225,17 +227,32 @@ def _byte_shifter(m, value, offset, out_bytes, name):
     return value[:out_bytes * 8]
 
 
-def walk_step(m, s, state_out, header_bytes, name="walk"):
+def walk_step(m, s, state_out, header_bytes, name="walk", reach=None):
     """Statements that drive ``state_out`` (a view, assigned in ``sync``) one header on from
-    ``s``. The window and frame facts pass through; the walk fields are recomputed."""
+    ``s``. The window and frame facts pass through; the walk fields are recomputed.
+
+    ``reach`` (a :class:`~.reach.StepReach`): build only the headers, layers and offsets this
+    step can meet; by default every header at every offset."""
     layout = walk_state_layout(header_bytes)
     changing = data.StructLayout({k: f.shape for k, f in layout if k not in _PASS_THROUGH})
     n = _Split(changing, name)
     m.d.comb += [a.eq(b) for a, b in zip(n.leaves(), _view_leaves(s, changing))]
-    win = _byte_shifter(m, s.hdr, s.off, _MAX_FIXED, name)
+    if reach is None:
+        lo, hi = 0, (1 << len(s.off)) - 1
+        kinds = {h.name: range(LAYERS) for h in HEADERS}
+    else:
+        lo, hi, kinds = reach.lo, reach.hi, reach.layers
+    # The shifter sees the window from the lowest offset on (zeros past its end), shifted by
+    # the offset above it.
+    rel = C(0, 0)
+    if hi > lo:
+        rel = Signal((hi - lo).bit_length(), name=f"{name}_rel_off")
+        m.d.comb += rel.eq(s.off - lo)
+    win = _byte_shifter(m, Cat(s.hdr[lo * 8:], C(0, _MAX_FIXED * 8)), rel, _MAX_FIXED, name)
     with m.Switch(s.kind):
         for h in HEADERS:
-            with m.Case(header_index(h.name)):
-                _header_case(m, s, n, h, win, name)
+            if h.name in kinds:
+                with m.Case(header_index(h.name)):
+                    _header_case(m, s, n, h, win, name, kinds[h.name])
     return ([getattr(state_out, k).eq(getattr(s, k)) for k in _PASS_THROUGH]
             + [getattr(state_out, k).eq(_as_value(getattr(n, k))) for k, _ in changing])

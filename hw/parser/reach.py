@@ -1,0 +1,83 @@
+"""What each walk step can meet: the headers, their encapsulation layers and their offsets.
+
+Step 0 always walks Ethernet at offset 0, step 1 always starts at offset 14, and only after a
+few steps can every header appear anywhere in the window. A walk step built for every header at
+every offset spends its logic on cases that never occur: the byte shifter that brings the
+header to bit 0 (eight levels of 2:1 multiplexers over the window) and the binds and checks of
+headers that cannot be there. Knowing the reachable set per step, each step gets the shifter of
+its own offset range and the cases of its own headers. Behaviour is unchanged: a case that
+cannot be reached is never selected.
+
+The walk rules are those of :mod:`.headers`; the set is an over-approximation (a length field
+takes every value its error checks let through), which is all the pruning needs.
+"""
+
+import functools
+from dataclasses import dataclass
+
+from .headers import HEADERS, FIRST_HEADER, LAYERS, LengthFrom
+from .meta import ERROR_FLAGS
+
+__all__ = ["StepReach", "walk_reach", "header_lengths"]
+
+_BY_NAME = {h.name: h for h in HEADERS}
+
+
+@dataclass(frozen=True)
+class StepReach:
+    """The headers one walk step can walk: ``{header name: frozenset of layers}``, and the
+    smallest and largest offset any of them can start at."""
+    layers: dict
+    lo: int
+    hi: int
+
+
+def header_lengths(h):
+    """Every length in bytes ``h`` can have when its walk goes on past it: a length field's
+    values that no error check on that field refutes (RFC 791's IHL >= 5, TCP's data
+    offset >= 5), times the field's scale."""
+    if not isinstance(h.length, LengthFrom):
+        return (h.fixed_bytes,)
+    width = h.field(h.length.field).width
+    ops = {"==": lambda v, x: v == x, ">=": lambda v, x: v >= x,
+           "has": lambda v, x: (v & x) == x}
+    checks = [c for c in h.checks if c.field == h.length.field and c.flag in ERROR_FLAGS
+              and isinstance(c.value, int)]
+    return tuple(v * h.length.scale for v in range(1 << width)
+                 if all(ops[c.op](v, c.value) for c in checks))
+
+
+def _next(h):
+    names = set(h.next.values()) if h.select else set()
+    if h.default_next:
+        names.add(h.default_next)
+    return names
+
+
+@functools.cache
+def walk_reach(header_bytes, walk_steps):
+    """:class:`StepReach` of each of ``walk_steps`` steps of a window of ``header_bytes``."""
+    states = {(FIRST_HEADER, 0, 0)}
+    steps = []
+    for _ in range(walk_steps):
+        layers = {}
+        for name, layer, off in states:
+            layers.setdefault(name, set()).add(layer)
+        offsets = [off for _, _, off in states] or [0]
+        steps.append(StepReach({n: frozenset(ls) for n, ls in layers.items()},
+                               min(offsets), max(offsets)))
+        following = set()
+        for name, layer, off in states:
+            h = _BY_NAME[name]
+            if h.tunnel:
+                if layer == LAYERS - 1:
+                    continue
+                layer += 1
+            for hlen in header_lengths(h):
+                end = off + hlen
+                # Rules 1 and 4 of headers.py: the walk goes on only inside the window.
+                if off + h.fixed_bytes > header_bytes or end > header_bytes:
+                    continue
+                following |= {(n, layer, end) for n in _next(h)}
+        states = following
+    return tuple(steps)

@@ -21,7 +21,7 @@ from .headers import FIRST_HEADER, header_index
 from .meta import meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
 from .toeplitz import toeplitz_hash
 from .reach import walk_reach
-from .walk import walk_state_layout, walk_step
+from .walk import stage_windows, walk_state_layout, walk_step
 
 __all__ = ["HeaderParser"]
 
@@ -83,7 +83,6 @@ class HeaderParser(wiring.Component):
         m = Module()
         W, H = self.data_width, self.header_bytes
         nbytes = W // 8
-        state_layout = walk_state_layout(H)
 
         data_fifo = m.submodules.data_fifo = fifo.SyncFIFOBuffered(
             width=W + nbytes + 1, depth=self.fifo_depth)
@@ -122,7 +121,10 @@ class HeaderParser(wiring.Component):
         avail_now = avail + _popcount(self.i.p.keep)
         m.d.comb += handoff.eq(take & capturing & (self.i.p.last | (beat == self.capture_beats - 1)))
 
-        stages = [Signal(state_layout, name=f"walk{k}") for k in range(self.walk_steps + 1)]
+        reach = walk_reach(H, self.walk_steps)
+        windows = stage_windows(H, reach)
+        stages = [Signal(walk_state_layout(H, windows[k]), name=f"walk{k}")
+                  for k in range(self.walk_steps + 1)]
         valid = [Signal(name=f"walk{k}_valid") for k in range(self.walk_steps + 1)]
         s0 = stages[0]
         with m.If(take):
@@ -138,7 +140,7 @@ class HeaderParser(wiring.Component):
             ended = self.i.p.last
             m.d.sync += [
                 s0.eq(0),
-                s0.hdr.eq(merged),
+                s0.hdr.eq(merged[windows[0][0] * 8:windows[0][1] * 8]),
                 s0.avail.eq(avail_now),
                 s0.ended.eq(ended),
                 s0.kind.eq(header_index(FIRST_HEADER)),
@@ -147,10 +149,9 @@ class HeaderParser(wiring.Component):
             ]
 
         # --- the walk: one registered step per header -----------------------------------
-        reach = walk_reach(H, self.walk_steps)
         for k in range(self.walk_steps):
             m.d.sync += walk_step(m, stages[k], stages[k + 1], H, name=f"walk{k}",
-                                  reach=reach[k])
+                                  reach=reach[k], windows=windows[k:k + 2])
             m.d.sync += valid[k + 1].eq(valid[k])
 
         # --- finish: tenant key, flow hash, depth check -> metadata FIFO ----------------

@@ -14,7 +14,7 @@ from amaranth.lib import data
 from .headers import HEADERS, LAYERS, LengthFrom, Offset, EndOf, HeaderLength, header_index
 from .meta import ERROR_FLAGS, meta_layout, offset_width
 
-__all__ = ["walk_state_layout", "walk_step", "NTH_HEADERS"]
+__all__ = ["walk_state_layout", "stage_windows", "walk_step", "NTH_HEADERS"]
 
 # Headers whose binds depend on their occurrence count within a layer (VLAN tag 1 vs tag 2).
 NTH_HEADERS = tuple(h.name for h in HEADERS if any(b.nth is not None for b in h.binds))
@@ -22,10 +22,13 @@ _MAX_FIXED = max(h.fixed_bytes for h in HEADERS)
 _PASS_THROUGH = ("hdr", "avail", "ended")
 
 
-def walk_state_layout(header_bytes):
+def walk_state_layout(header_bytes, window=None):
+    """The state between walk steps. ``window``: the bytes ``(first, end)`` of the captured
+    window that ``hdr`` holds (all of it by default; see :func:`stage_windows`)."""
     ow = offset_width(header_bytes)
+    first, end = window or (0, header_bytes)
     return data.StructLayout({
-        "hdr": header_bytes * 8,        # the captured window, byte i at bits [8i, 8i+8)
+        "hdr": (end - first) * 8,       # window byte first + i at bits [8i, 8i+8)
         "avail": ow,                    # bytes of the frame inside the window
         "ended": 1,                     # the frame ends inside the window
         "off": ow,                      # where the header to walk starts
@@ -34,6 +37,20 @@ def walk_state_layout(header_bytes):
         "counts": data.ArrayLayout(2, max(1, len(NTH_HEADERS))),
         "meta": meta_layout(header_bytes),
     })
+
+
+def stage_windows(header_bytes, reach):
+    """``(first, end)`` bytes of the window each walk stage must carry, for the steps of
+    ``reach`` (:func:`~.reach.walk_reach`) and the finish after them: what this step and the
+    later ones can read. Bytes before a step's lowest offset, or past the furthest any later
+    header can reach, are never read again; the finish reads none. Carrying only the rest
+    shortens every stage register (Verilator copies each whole register every cycle)."""
+    windows = []
+    for k in range(len(reach)):
+        later = reach[k:]
+        windows.append((min(r.lo for r in later),
+                        max(min(header_bytes, r.hi + _MAX_FIXED) for r in later)))
+    return windows + [(0, 0)]
 
 
 def _slot(view, path):
@@ -227,12 +244,13 @@ def _byte_shifter(m, value, offset, out_bytes, name):
     return value[:out_bytes * 8]
 
 
-def walk_step(m, s, state_out, header_bytes, name="walk", reach=None):
+def walk_step(m, s, state_out, header_bytes, name="walk", reach=None, windows=None):
     """Statements that drive ``state_out`` (a view, assigned in ``sync``) one header on from
     ``s``. The window and frame facts pass through; the walk fields are recomputed.
 
     ``reach`` (a :class:`~.reach.StepReach`): build only the headers, layers and offsets this
-    step can meet; by default every header at every offset."""
+    step can meet; by default every header at every offset. ``windows``: the ``(first,
+    end)`` window bytes ``s`` and ``state_out`` carry (:func:`stage_windows`); by default all."""
     layout = walk_state_layout(header_bytes)
     changing = data.StructLayout({k: f.shape for k, f in layout if k not in _PASS_THROUGH})
     n = _Split(changing, name)
@@ -248,11 +266,15 @@ def walk_step(m, s, state_out, header_bytes, name="walk", reach=None):
     if hi > lo:
         rel = Signal((hi - lo).bit_length(), name=f"{name}_rel_off")
         m.d.comb += rel.eq(s.off - lo)
-    win = _byte_shifter(m, Cat(s.hdr[lo * 8:], C(0, _MAX_FIXED * 8)), rel, _MAX_FIXED, name)
+    (first, _), (out_first, out_end) = windows or ((0, header_bytes), (0, header_bytes))
+    win = _byte_shifter(m, Cat(s.hdr[(lo - first) * 8:], C(0, _MAX_FIXED * 8)), rel,
+                        _MAX_FIXED, name)
     with m.Switch(s.kind):
         for h in HEADERS:
             if h.name in kinds:
                 with m.Case(header_index(h.name)):
                     _header_case(m, s, n, h, win, name, kinds[h.name])
-    return ([getattr(state_out, k).eq(getattr(s, k)) for k in _PASS_THROUGH]
+    hdr = s.hdr[(out_first - first) * 8:(out_end - first) * 8]
+    return ([state_out.hdr.eq(hdr)]
+            + [getattr(state_out, k).eq(getattr(s, k)) for k in _PASS_THROUGH if k != "hdr"]
             + [getattr(state_out, k).eq(_as_value(getattr(n, k))) for k, _ in changing])

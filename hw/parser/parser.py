@@ -164,7 +164,7 @@ class HeaderParser(wiring.Component):
             with m.If(getattr(last_state.meta, cond) != 0):
                 m.d.comb += [done.tenant_kind.eq(int(kind)),
                              done.tenant_key.eq(getattr(last_state.meta, key))]
-        m.d.comb += done.flow_hash.eq(toeplitz_hash(last_state.meta.flow, TOEPLITZ_KEY))
+        m.d.comb += done.flow_hash.eq(toeplitz_hash(m, last_state.meta.flow, TOEPLITZ_KEY))
         finished = Signal(self.meta_layout)
         finished_valid = Signal()
         m.d.sync += [finished.eq(done), finished_valid.eq(valid[-1])]

@@ -27,8 +27,9 @@ def walk_state_layout(header_bytes, window=None):
     window that ``hdr`` holds (all of it by default; see :func:`stage_windows`)."""
     ow = offset_width(header_bytes)
     first, end = window or (0, header_bytes)
+    # An empty window (the finish's) has no field: a zero-width one is a [-1:0] in Verilog.
     return data.StructLayout({
-        "hdr": (end - first) * 8,       # window byte first + i at bits [8i, 8i+8)
+        **({"hdr": (end - first) * 8} if end > first else {}),  # byte first + i at [8i, 8i+8)
         "avail": ow,                    # bytes of the frame inside the window
         "ended": 1,                     # the frame ends inside the window
         "off": ow,                      # where the header to walk starts
@@ -274,7 +275,8 @@ def walk_step(m, s, state_out, header_bytes, name="walk", reach=None, windows=No
             if h.name in kinds:
                 with m.Case(header_index(h.name)):
                     _header_case(m, s, n, h, win, name, kinds[h.name])
-    hdr = s.hdr[(out_first - first) * 8:(out_end - first) * 8]
-    return ([state_out.hdr.eq(hdr)]
+    carried = ([state_out.hdr.eq(s.hdr[(out_first - first) * 8:(out_end - first) * 8])]
+               if out_end > out_first else [])
+    return (carried
             + [getattr(state_out, k).eq(getattr(s, k)) for k in _PASS_THROUGH if k != "hdr"]
             + [getattr(state_out, k).eq(_as_value(getattr(n, k))) for k, _ in changing])

@@ -6,7 +6,7 @@ packet (see ``tests/test_parser_hw.py``); scapy checks the model (``tests/test_p
 """
 
 from ..hw.parser.headers import (
-    HEADERS, FIRST_HEADER, LAYERS, LengthFrom, Offset, EndOf, HeaderLength)
+    HEADERS_BY_NAME, FIRST_HEADER, LAYERS, LengthFrom, Offset, EndOf, HeaderLength)
 from ..hw.parser.meta import (
     meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS)
 from .layout_codec import zero
@@ -19,7 +19,6 @@ DEFAULT_HEADER_BYTES = 256
 # two inner tags, inner IP, inner L4.
 DEFAULT_WALK_STEPS = 11
 
-_BY_NAME = {h.name: h for h in HEADERS}
 
 
 def is_error(meta):
@@ -73,7 +72,7 @@ class ParserModel:
         if ended and length < RUNT_BYTES:
             flags["runt"] = 1
         off, layer, counts = 0, 0, {}
-        kind = _BY_NAME[FIRST_HEADER]
+        kind = HEADERS_BY_NAME[FIRST_HEADER]
         for step in range(self.walk_steps):
             h = kind
             if trace is not None:
@@ -137,7 +136,7 @@ class ParserModel:
                     flags["too_deep"] = 1
                     kind = None
                     break
-            kind = _BY_NAME[nxt]
+            kind = HEADERS_BY_NAME[nxt]
         if kind is not None:
             flags["too_deep"] = 1
         for cond, key, tenant_kind in TENANT_KEY_RULES:

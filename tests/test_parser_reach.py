@@ -8,13 +8,10 @@ import random
 
 import pytest
 
-from supernic.hw.parser.headers import FIRST_HEADER, HEADERS, LengthFrom
+from supernic.hw.parser.headers import FIRST_HEADER, HEADERS_BY_NAME, LengthFrom
 from supernic.hw.parser.reach import header_lengths, walk_reach
 from supernic.sim import traffic as T
 from supernic.sim.parser_model import ParserModel
-
-_BY_NAME = {h.name: h for h in HEADERS}
-
 
 def _pack(h, values):
     """The header's fixed part on the wire, fields in order (most significant first)."""
@@ -32,7 +29,7 @@ def random_stack(rng, max_headers):
     frame, name = b"", FIRST_HEADER
     stacking = rng.random() < 1 / 3
     for _ in range(max_headers):
-        h = _BY_NAME[name]
+        h = HEADERS_BY_NAME[name]
         values = {f.name: rng.getrandbits(f.width) for f in h.fields}
         hlen = h.fixed_bytes
         if isinstance(h.length, LengthFrom):
@@ -47,8 +44,9 @@ def random_stack(rng, max_headers):
             values[h.select] = key
         elif h.default_next:
             nxt = h.default_next
-        for c in h.checks:   # mostly sane, so the walk goes on
-            if rng.random() < 0.9 and isinstance(c.value, int):
+        length_field = getattr(h.length, "field", None)
+        for c in h.checks:   # mostly sane, so the walk goes on; the length chosen above stays
+            if c.field != length_field and rng.random() < 0.9 and isinstance(c.value, int):
                 values[c.field] = c.value if c.op != "has" else values[c.field] | c.value
         body = _pack(h, values)
         frame += body + rng.randbytes(max(0, hlen - len(body)))

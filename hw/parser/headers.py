@@ -26,7 +26,8 @@ from typing import Mapping, Optional, Union
 
 __all__ = [
     "Field", "LengthFrom", "Offset", "EndOf", "HeaderLength", "Check", "Bind", "Header",
-    "HEADERS", "FIRST_HEADER", "LAYERS", "header_index", "OFFSET", "HEADER_LENGTH",
+    "HEADERS", "HEADERS_BY_NAME", "FIRST_HEADER", "LAYERS", "header_index", "OFFSET",
+    "HEADER_LENGTH",
 ]
 
 
@@ -236,6 +237,7 @@ HEADERS = (
     ),
 )
 
+HEADERS_BY_NAME = {h.name: h for h in HEADERS}
 FIRST_HEADER = "ethernet"
 LAYERS = 2  # outer and one tunnelled (inner) layer
 

@@ -150,8 +150,8 @@ class HeaderParser(wiring.Component):
 
         # --- the walk: one registered step per header -----------------------------------
         for k in range(self.walk_steps):
-            m.d.sync += walk_step(m, stages[k], stages[k + 1], H, name=f"walk{k}",
-                                  reach=reach[k], windows=windows[k:k + 2])
+            m.d.sync += walk_step(m, stages[k], stages[k + 1], H, reach[k], windows[k:k + 2],
+                                  name=f"walk{k}")
             m.d.sync += valid[k + 1].eq(valid[k])
 
         # --- finish: tenant key, flow hash, depth check -> metadata FIFO ----------------

@@ -15,13 +15,10 @@ takes every value its error checks let through), which is all the pruning needs.
 import functools
 from dataclasses import dataclass
 
-from .headers import HEADERS, FIRST_HEADER, LAYERS, LengthFrom
+from .headers import HEADERS_BY_NAME, FIRST_HEADER, LAYERS, LengthFrom
 from .meta import ERROR_FLAGS
 
 __all__ = ["StepReach", "walk_reach", "header_lengths"]
-
-_BY_NAME = {h.name: h for h in HEADERS}
-
 
 @dataclass(frozen=True)
 class StepReach:
@@ -68,7 +65,7 @@ def walk_reach(header_bytes, walk_steps):
                                min(offsets), max(offsets)))
         following = set()
         for name, layer, off in states:
-            h = _BY_NAME[name]
+            h = HEADERS_BY_NAME[name]
             if h.tunnel:
                 if layer == LAYERS - 1:
                     continue

@@ -5,9 +5,11 @@ i+j is set. With a constant key each output bit is a fixed XOR tree, so there is
 and no iteration. It is written the other way round, input bit by input bit: each set input bit
 i XORs in the 32-bit key window that starts at key bit i. Synthesis builds the same XOR trees
 from it; but masking the input with a constant per output bit reached Verilator as 32
-concatenations of scattered single bits, 3 % of the default NIC's simulated cycle. The input is the RSS order (source address, destination address, source
-port, destination port) as one big-endian vector of 36 bytes; IPv4 uses the first 12 and leaves
-the rest zero, which does not change a Toeplitz hash.
+concatenations of scattered single bits, 3 % of the default NIC's simulated cycle.
+
+The input is the RSS order (source address, destination address, source port, destination
+port) as one big-endian vector of 36 bytes; IPv4 uses the first 12 and leaves the rest zero,
+which does not change a Toeplitz hash.
 """
 
 from amaranth.hdl import Cat, C, Mux, Signal

@@ -245,29 +245,25 @@ def _byte_shifter(m, value, offset, out_bytes, name):
     return value[:out_bytes * 8]
 
 
-def walk_step(m, s, state_out, header_bytes, name="walk", reach=None, windows=None):
+def walk_step(m, s, state_out, header_bytes, reach, windows, name="walk"):
     """Statements that drive ``state_out`` (a view, assigned in ``sync``) one header on from
     ``s``. The window and frame facts pass through; the walk fields are recomputed.
 
     ``reach`` (a :class:`~.reach.StepReach`): build only the headers, layers and offsets this
-    step can meet; by default every header at every offset. ``windows``: the ``(first,
-    end)`` window bytes ``s`` and ``state_out`` carry (:func:`stage_windows`); by default all."""
+    step can meet. ``windows``: the ``(first, end)`` window bytes ``s`` and ``state_out``
+    carry (:func:`stage_windows`)."""
     layout = walk_state_layout(header_bytes)
     changing = data.StructLayout({k: f.shape for k, f in layout if k not in _PASS_THROUGH})
     n = _Split(changing, name)
     m.d.comb += [a.eq(b) for a, b in zip(n.leaves(), _view_leaves(s, changing))]
-    if reach is None:
-        lo, hi = 0, (1 << len(s.off)) - 1
-        kinds = {h.name: range(LAYERS) for h in HEADERS}
-    else:
-        lo, hi, kinds = reach.lo, reach.hi, reach.layers
+    lo, hi, kinds = reach.lo, reach.hi, reach.layers
     # The shifter sees the window from the lowest offset on (zeros past its end), shifted by
     # the offset above it.
     rel = C(0, 0)
     if hi > lo:
         rel = Signal((hi - lo).bit_length(), name=f"{name}_rel_off")
         m.d.comb += rel.eq(s.off - lo)
-    (first, _), (out_first, out_end) = windows or ((0, header_bytes), (0, header_bytes))
+    (first, _), (out_first, out_end) = windows
     win = _byte_shifter(m, Cat(s.hdr[(lo - first) * 8:], C(0, _MAX_FIXED * 8)), rel,
                         _MAX_FIXED, name)
     with m.Switch(s.kind):

@@ -147,6 +147,7 @@ class _Analysis:
     def __init__(self, fragment, component, inventory, force_live, contract=False):
         self._shapes = {}       # id(value) -> (width, signed, value kept alive)
         self._evals = {}        # see _eval_bit
+        self._adds = {}         # see _add_fact
         self.inv = inventory
         self.ff = {id(sig): (path, frag, sig) for path, frag, sig in inventory.flip_flops}
         self.comb = {}          # id(signal) -> [(path tests [(test, patterns, k)], lhs, rhs)]
@@ -200,6 +201,8 @@ class _Analysis:
         self.state_guards = {}  # id(fragment) -> its state guard candidates (analyse sets it)
         self._memo = {}
         self._interned = {}     # frozenset of facts -> the one dict with them (_bit_facts)
+        self._interned_ids = set()      # ids of those dictionaries (kept alive there)
+        self._restricted = {}   # id(facts) -> (its restriction, facts): see _bit_facts
         self._memo_index = {}   # id(signal) -> memo keys of values that read it
         self._snap = self._state_snapshot()
 
@@ -296,9 +299,25 @@ class _Analysis:
         return key
 
     def _add_fact(self, facts, value, bit, v, depth=0):
-        """``facts`` with bit ``bit`` of ``value`` known to be ``v``, or _INFEASIBLE."""
+        """``facts`` with bit ``bit`` of ``value`` known to be ``v``, or _INFEASIBLE.
+        Memoised on the facts dictionary itself, like :meth:`_eval_bit`: the same facts
+        with the same fact added give the same dictionary back, so evaluations under it
+        hit the evaluation memo. A path's facts are rebuilt from the same interned facts
+        for every value that reads it; each rebuilt copy missed that memo and evaluated
+        its cones again (85 % of the 512-bit rate limiter's analysis)."""
         if facts is _INFEASIBLE or depth > 12 or bit >= self._len(value):
             return facts
+        key = (id(facts), id(value), bit, v, depth)
+        hit = self._adds.get(key)
+        if hit is not None:
+            return hit[0]
+        out = self.__add_fact(facts, value, bit, v, depth)
+        if len(self._adds) > 500_000:
+            self._adds.clear()
+        self._adds[key] = (out, facts, value)   # both kept alive: their ids are the key
+        return out
+
+    def __add_fact(self, facts, value, bit, v, depth):
         if isinstance(value, Const):
             return facts if (value.value >> bit) & 1 == v else _INFEASIBLE
         if isinstance(value, Concat):
@@ -634,10 +653,19 @@ class _Analysis:
         """``facts`` restricted to the guards' keys: the same dictionary for the same
         restriction (one per distinct set, interned), so that the evaluation memo, keyed
         by the dictionary, finds what it computed under the same facts before."""
+        if id(facts) in self._interned_ids:
+            return facts
+        seen = self._restricted.get(id(facts))
+        if seen is not None:
+            return seen[0]
         items = frozenset((k, v) for k, v in facts.items() if k in self.bit_keys)
         hit = self._interned.get(items)
         if hit is None:
             hit = self._interned[items] = dict(items)
+            self._interned_ids.add(id(hit))
+        if len(self._restricted) > 500_000:
+            self._restricted.clear()
+        self._restricted[id(facts)] = (hit, facts)      # facts kept alive: its id is the key
         return hit
 
     def taint(self, value, facts, depth=0):
@@ -647,7 +675,7 @@ class _Analysis:
         # taint; dropping the others (which only prune infeasible paths) is sound and keeps
         # the memo small.
         facts = self._bit_facts(facts)
-        key = (id(value), frozenset(facts.items()))
+        key = (id(value), id(facts))     # interned: one dictionary per set of facts
         hit = self._memo.get(key)
         if hit is not None:
             return hit
@@ -747,7 +775,7 @@ class _Analysis:
         if lo <= 0 and hi >= self._len(value):
             return self.taint(value, facts)
         facts = self._bit_facts(facts)
-        key = ("range", id(value), lo, hi, frozenset(facts.items()))
+        key = ("range", id(value), lo, hi, id(facts))
         hit = self._memo.get(key)
         if hit is not None:
             return hit
@@ -1534,6 +1562,7 @@ def analyse(fragment, component, inventory, force_live=(), contract=False):
         if len(sig) > 1:        # its facts must survive the taint memo's filter
             a.bit_keys |= {(id(sig), b) for b in range(len(sig))} | {("nz", id(sig))}
     a.__dict__.pop("_bit_cones", None)      # made with the keys before
+    a._restricted.clear()                   # likewise
 
     def candidates(k):
         _p, frag, _sig = a.ff[k]

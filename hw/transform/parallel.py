@@ -1,8 +1,8 @@
 """The liveness analyses of many components at once, one worker process per core.
 
 A cold build of the default design spends most of its time in liveness.py: the boundary
-analysis of its twelve NT instances at 512 bits takes from under a second (a fork) to three
-minutes (the rate limiter) each, about five minutes one after another. They are independent:
+analysis of its twelve NT instances at 512 bits takes from under a second (a fork) to 48 s
+(the rate limiter) each, about two minutes one after another. They are independent:
 a personality is analysed part by part (compose.py), every part from its own cache entry. So
 before a design is elaborated, :func:`analyse_all` runs every part's analysis on every core,
 longest first; elaboration then finds each plan in the cache (inventory.py), exactly as if it

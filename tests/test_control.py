@@ -77,6 +77,13 @@ class FakeNic(RegisterBus):
         self.fail_at = None
         self.loads = {}        # tenant x table_size + entry -> beats dispatched through it
         self.log = []          # (block, register, word part, value) of every write
+        # Writes that reached a personality's NT block while it was not loaded in its region
+        # (another one active, or its region reconfiguring): on a partial-reconfiguration
+        # board that personality is not there and they are lost.
+        self.unloaded_writes = []
+        self.personality_of = {f"r{r}_{p['name']}_": (r, i)
+                               for r, chains in enumerate(description["regions"])
+                               for i, p in enumerate(chains)}
         self.overrides = {}    # address -> value read instead of the model's
         # The state port of every (region, personality) under the transform: distinct words
         # per region, so a migration shows where the state came from.
@@ -123,6 +130,10 @@ class FakeNic(RegisterBus):
         word = self.model.words.get(address & ~3)
         if word is not None and word.access is not None:
             self.log.append((word.block, word.register, word.part, value))
+            for prefix, (r, index) in self.personality_of.items():
+                if word.block.startswith(prefix) and (
+                        r in self.loading or self.model.get(f"region{r}", "active") != index):
+                    self.unloaded_writes.append((word.block, word.register))
         for block, reg, bits in self.model.pulses[pulses:]:
             self._pulse(block, reg, bits)
         if word is not None and word.register == "state_stop" and response == Response.OKAY:
@@ -294,9 +305,12 @@ def test_deploy_programs_the_expected_registers(nic_description, tmp_path):
     assert [w for w in nic.log if w[0].startswith("r2_secure_")] == _nt_writes(nic, 2, secure)
     assert get("scheduler", "t1_inv_weight") == 0x80 and get("scheduler", "t1_quantum") == 4096
     blocks = [w[0] for w in nic.log]
-    # NT configs, then the load, then scheduler, classifiers, enable last.
-    assert blocks.index("region1") > max(i for i, b in enumerate(blocks) if b.startswith("r2_"))
-    assert blocks.index("classifier0") > blocks.index("region1")
+    # The load, then NT configs (each to the personality that runs), then scheduler,
+    # classifiers, enable last.
+    assert blocks.index("region1") < min(i for i, b in enumerate(blocks) if b.startswith("r1_"))
+    assert nic.unloaded_writes == []
+    assert blocks.index("classifier0") > max(i for i, b in enumerate(blocks)
+                                             if b.startswith(("r1_", "r2_")))
     assert nic.log[-1] == ("scheduler", "tenant_enable", 0, 0b0011)
 
     # A new control plane (another CLI invocation) sees the same truth.

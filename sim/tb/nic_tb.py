@@ -566,10 +566,11 @@ def reconfiguration(design, deployment):
 async def reconfigure(bus, regmap, design, deployment, shape, move, run, after, rng):
     """Scale one tenant in and another out while traffic flows, as the control plane does:
     re-point the first tenant's flow buckets away from the region and commit (the scheduler
-    holds that tenant until its packets in flight are out, so no flow reorders), configure
-    the second tenant's NTs in the region's other personality, load it (the region drains,
-    then stays offline for its reconfiguration time), then add the region to the second
-    tenant's buckets and commit."""
+    holds that tenant until its packets in flight are out, so no flow reorders), load the
+    region's other personality (the region drains, then stays offline for its
+    reconfiguration time), configure the second tenant's NTs in it (the personality that
+    runs: ``ControlPlane``'s deploy order), then add the region to the second tenant's
+    buckets and commit."""
     cfg = design["config"]
     while run.accepted < after:
         await RisingEdge(run.dut.clk)
@@ -577,9 +578,6 @@ async def reconfigure(bus, regmap, design, deployment, shape, move, run, after, 
     deployment.regions[giver] = [x for x in deployment.regions[giver] if x != r]
     await _write_tables(bus, regmap, shape, cfg, deployment, giver, run.dut.clk)
     spec = deployment.chains[taker]
-    for node in spec.node_list():
-        for reg, value in node.config.register_writes(node.params):
-            await write_register(bus, regmap, f"r{r}_{spec.name}_{node.name}", reg, value)
     await write_register(bus, regmap, f"region{r}", "reconfig_cycles", 500)
     await write_register(bus, regmap, f"region{r}", "load_index", move["personality"])
     await write_register(bus, regmap, f"region{r}", "load", 1)
@@ -587,6 +585,9 @@ async def reconfigure(bus, regmap, design, deployment, shape, move, run, after, 
                and await read_register(bus, regmap, f"region{r}", "active")
                == move["personality"]):
         await ClockCycles(run.dut.clk, 16)
+    for node in spec.node_list():
+        for reg, value in node.config.register_writes(node.params):
+            await write_register(bus, regmap, f"r{r}_{spec.name}_{node.name}", reg, value)
     deployment.regions[taker] = deployment.regions[taker] + [r]
     await write_register(bus, regmap, "scheduler", f"r{r}_cost",
                          round(spec.cycles_per_beat(shape.data_width) * 256))

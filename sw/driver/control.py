@@ -37,10 +37,11 @@ Invariant kept by :meth:`ControlPlane.undeploy` and by a deploy's rollback: a te
 deployed has its reset flow table (region ``t mod R``) and its reset weight, so a rollback can
 put the table back without reading it.
 
-Deploy order (packets never meet a half-written configuration): the NT configurations of the
-chosen regions' personality blocks; loading the personality where another one is active
-(``load_index``, the ``load`` strobe, then ``online`` and ``active`` are polled; the region's
-``reconfig_cycles`` is left as the board set it); the region costs (``r<r>_cost``, 8.8 fixed
+Deploy order (packets never meet a half-written configuration): loading the personality where
+another one is active (``load_index``, the ``load`` strobe, then ``online`` and ``active`` are
+polled; the region's ``reconfig_cycles`` is left as the board set it); the NT configurations of
+the chosen regions' personality blocks, written to the personality that runs (on a
+partial-reconfiguration board one that is not loaded is not there); the region costs (``r<r>_cost``, 8.8 fixed
 point of the chain's cycles per beat); the tenant's weight; its flow table over its regions,
 committed (``commit_pending`` polled); the classifier table, rewritten whole on every port with
 every tenant's keys; the enable bit last. Any failure (a bus error, a timeout) rolls back:
@@ -478,12 +479,16 @@ class ControlPlane:
         by_name = {p.name: p for p in parts or ()}
         # A time-sharing tenant's NTs are configured in its own context (TimeShare.add).
         placed = record.placements() if share is None else []
-        for r, part in placed:
-            plan += [_Write(*w) for w in chain_writes(by_name.get(part, spec), r)]
+        # Each personality is loaded before its NTs are written: on a partial-reconfiguration
+        # board the personality not loaded is not there, and writes to it (strobed table
+        # writes among them) would be lost. The region is free, so no packet meets it
+        # half-configured: its tenant's table and enable bit come last.
         for r, part in placed:
             index = self._personality(r, part)
             if self.active[r] != index:
                 plan.append(_Load(r, index))
+        for r, part in placed:
+            plan += [_Write(*w) for w in chain_writes(by_name.get(part, spec), r)]
         for a in (chosen if pairs else ()):
             # The pair runs as one once both regions are empty (hw/nic/link.py).
             plan += [_Write(f"region{a}", "link", 1), _Linked(a, 1)]

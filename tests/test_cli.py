@@ -8,6 +8,7 @@ import pytest
 from supernic.driver.cli import main
 from supernic.hw.config import ConfigError, DesignConfig, load_config
 from supernic.hw.lint import lint
+from supernic.sim.build import generated_design
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,31 @@ def test_bench_lists_and_rejects(capsys):
     assert main(["bench"]) == 0
     assert "parser" in capsys.readouterr().out
     assert main(["bench", "nosuch"]) == 2
+
+
+def test_build_bench_times_a_first_build_in_an_empty_cache(capsys, tmp_path, monkeypatch):
+    # The user's cache already holds this design: the bench must not use it (a first build is
+    # measured in an empty one) nor add to it.
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SNIC_CACHE", str(cache))
+    config = tmp_path / "parser64.toml"
+    config.write_text("[design]\nname = \"bench_build\"\ndata_width = 64\n")
+    generated_design(load_config(config), progress=lambda message: None)
+    before = sorted(p.relative_to(cache) for p in (cache / "gen").rglob("*"))
+    assert main(["bench", "build", "--json", "--config", str(config)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["benchmark"] == "build"
+    first, warm = result["first"], result["warm"]
+    # A parser has no transformed NT: no analyses; everything else is built, then found.
+    assert first["analyses_s"] == 0 and first["convert_s"] > 0
+    assert first["simulator_s"] > 1 and first["device_library_s"] > 1
+    assert result["demo_first_build_s"] == pytest.approx(
+        first["generate_s"] + first["simulator_s"], abs=0.11)
+    assert result["demo_first_build_s"] > 10 * result["demo_warm_build_s"]
+    assert result["device_serve_first_build_s"] > 10 * result["device_serve_warm_build_s"]
+    assert warm["analyses_s"] == 0 and warm["simulator_s"] < first["simulator_s"] / 10
+    assert sorted(p.relative_to(cache) for p in (cache / "gen").rglob("*")) == before
+    assert not (cache / "sim").exists() and not (cache / "vdev").exists()
 
 
 def test_build_id_tracks_configuration():

@@ -247,6 +247,7 @@ def _profile_show(profile, console):
 
 from .bench_nt import nt_bench, nt_show, standalone_config  # noqa: E402
 from .bench_transform import transform_bench, transform_show  # noqa: E402
+from .bench_build import build_bench, build_show  # noqa: E402
 from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
                         scaling_bench, scaling_show)
 
@@ -279,6 +280,10 @@ BENCHMARKS = {
         "the virtual device's build options on the NIC: Verilator --threads 2 and GCC "
         "profile-guided optimisation vs the normal build, cycles/s and build seconds",
         _simulator_bench, _simulator_show),
+    "build": Benchmark(
+        "seconds of a first build from an empty cache, step by step (liveness analyses, "
+        "conversion, cocotb simulator for snic demo, device library for snic device serve), "
+        "against the warm build from the same cache", build_bench, build_show),
     "transform": Benchmark(
         "the state-yielding transform per NT and on the default NIC: ECP5/UltraScale+ area "
         "plain, full and boundary port (lut_overhead), ECP5 fmax, live against all flip-flop "

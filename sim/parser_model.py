@@ -20,7 +20,6 @@ DEFAULT_HEADER_BYTES = 256
 DEFAULT_WALK_STEPS = 11
 
 
-
 def is_error(meta):
     return any(meta["flags"][f] for f in ERROR_FLAGS)
 

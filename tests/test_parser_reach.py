@@ -13,6 +13,7 @@ from supernic.hw.parser.reach import header_lengths, walk_reach
 from supernic.sim import traffic as T
 from supernic.sim.parser_model import ParserModel
 
+
 def _pack(h, values):
     """The header's fixed part on the wire, fields in order (most significant first)."""
     value, total = 0, 0

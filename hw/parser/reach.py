@@ -20,6 +20,7 @@ from .meta import ERROR_FLAGS
 
 __all__ = ["StepReach", "walk_reach", "header_lengths"]
 
+
 @dataclass(frozen=True)
 class StepReach:
     """The headers one walk step can walk: ``{header name: frozenset of layers}``, and the

@@ -39,16 +39,16 @@ put the table back without reading it.
 
 Deploy order (packets never meet a half-written configuration): loading the personality where
 another one is active (``load_index``, the ``load`` strobe, then ``online`` and ``active`` are
-polled; the region's ``reconfig_cycles`` is left as the board set it); the NT configurations of
-the chosen regions' personality blocks, written to the personality that runs (on a
-partial-reconfiguration board one that is not loaded is not there); the region costs (``r<r>_cost``, 8.8 fixed
-point of the chain's cycles per beat); the tenant's weight; its flow table over its regions,
-committed (``commit_pending`` polled); the classifier table, rewritten whole on every port with
-every tenant's keys; the enable bit last. Any failure (a bus error, a timeout) rolls back:
-the enable mask is restored, the previous classifier table written again, the tenant's table
-reset, and every read-write register written goes back to its previous value; then one
-:class:`DeployFailed` is raised. A personality loaded for the deploy stays loaded (the region is
-free, so nothing uses it; loading the old one back would cost another reconfiguration), and
+polled; the region's ``reconfig_cycles`` is left as the board set it); the NT configurations of the
+chosen regions' personality blocks, written to the personality that runs (on a
+partial-reconfiguration board one that is not loaded is not there); the region costs
+(``r<r>_cost``, 8.8 fixed point of the chain's cycles per beat); the tenant's weight; its flow
+table over its regions, committed (``commit_pending`` polled); the classifier table, rewritten
+whole on every port with every tenant's keys; the enable bit last. Any failure (a bus error, a
+timeout) rolls back: the enable mask is restored, the previous classifier table written again, the
+tenant's table reset, and every read-write register written goes back to its previous value; then
+one :class:`DeployFailed` is raised. A personality loaded for the deploy stays loaded (the region
+is free, so nothing uses it; loading the old one back would cost another reconfiguration), and
 strobed NT table writes in that free region are not undone.
 """
 

@@ -9,7 +9,9 @@ range, and the IP protocol (or any). Rule 0 has the highest priority. Actions:
   packet and matching goes on (an ``iptables`` rule without a target);
 * no terminal match: the default action (``allow`` or ``drop``) decides.
 
-Every rule has a 64-bit hit counter (read through ``hit_index``/``hit_count``). The rules sit
+Every rule has a 64-bit hit counter (read through ``hit_index``/``hit_count``), held in a
+counter bank (counter_bank.py: a memory, which the state-yielding transform reaches through its
+ports instead of scanning 64 flip-flops a rule). The rules sit
 in flip-flops and all of them compare in parallel, as in a TCAM, so the verdict costs two
 pipeline stages whatever the rule count and the NT keeps one beat a cycle.
 
@@ -31,6 +33,7 @@ from amaranth.lib import data
 
 from ..csr.registers import R, RW, W1P, Register
 from ..parser.meta import L3Kind
+from .counter_bank import CounterBank
 from .task import ConfigError, NetworkTask, Param, Scope, TaskConfig
 
 __all__ = ["AclFirewall", "AclConfig", "AclRule", "AclAction", "Family"]
@@ -279,7 +282,7 @@ class AclFirewall(NetworkTask):
         csr = self.csr
         layout = _rule_layout()
         rules = [Signal(layout, name=f"rule{k}") for k in range(n)]
-        hits = [Signal(64, name=f"hits{k}") for k in range(n)]
+        m.submodules.hits = hits = CounterBank(n, 64, clears=False)
 
         # --- rule programming: between first beats only (see module docstring) -------------
         staged = Signal(layout)
@@ -375,14 +378,12 @@ class AclFirewall(NetworkTask):
             m.d.comb += self.o.p.meta.drop.eq(1)
         out = self.o.valid & self.o.ready
         with m.If(out & b_first):
-            for k in range(n):
-                m.d.sync += hits[k].eq(hits[k] + b_hits[k])
+            m.d.comb += hits.inc.eq(b_hits)
         with m.If(out & self.o.p.last):
             m.d.sync += [csr.packets.eq(csr.packets + 1),
                          csr.dropped.eq(csr.dropped + b_drop),
                          csr.skipped.eq(csr.skipped + b_skip)]
-        with m.Switch(csr.hit_index):
-            for k in range(n):
-                with m.Case(k):
-                    m.d.comb += csr.hit_count.eq(hits[k])
+        m.d.comb += hits.index.eq(csr.hit_index)
+        with m.If(csr.hit_index < n):       # the bank sees only the index's low bits
+            m.d.comb += csr.hit_count.eq(hits.value)
         return m

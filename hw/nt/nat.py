@@ -78,6 +78,7 @@ from ..csr.registers import R, RW, W1P, Register
 from ..parser.meta import TAIL_FLAGS, L3Kind, L4Kind
 from .checksum import beat_word, patch_beat, pow2_at_least
 from .checksum_update import checksum_update, udp_checksum_update, words16
+from .counter_bank import CounterBank
 from .task import ConfigError, NetworkTask, Param, Scope, TaskConfig
 
 __all__ = ["NatTranslator", "NatConfig", "NatEntry", "NAT_TABLES", "ENTRY_FLAGS"]
@@ -305,7 +306,11 @@ class NatTranslator(NetworkTask):
         sizes = {t: self.p[f"{t}_entries"] for t in NAT_TABLES}
         tables = {t: [Signal(elayout, name=f"{t}{k}") for k in range(sizes[t])]
                   for t in NAT_TABLES}
-        hits = {t: [Signal(64, name=f"{t}_hits{k}") for k in range(sizes[t])] for t in NAT_TABLES}
+        # Per-slot hit counters, in counter banks (counter_bank.py: a memory the transform
+        # reaches through its ports, not 64 scanned flip-flops a slot).
+        hits = {t: CounterBank(sizes[t], 64) for t in NAT_TABLES}
+        for t in NAT_TABLES:
+            m.submodules[f"{t}_hits"] = hits[t]
         staged = Signal(elayout)
         m.d.comb += [
             staged.addr.eq(csr.entry_addr), staged.port.eq(csr.entry_port),
@@ -476,29 +481,26 @@ class NatTranslator(NetworkTask):
                          s1_addr[t].eq(new_addr), s1_port[t].eq(new_port),
                          s1_rewrite[t].eq(rewrite)]
 
-        # Per-slot hit counters: one incrementer a table; a slot write clears its counter.
-        # The slot is chosen under the stage's valid bit (not the other way round), so the
-        # transform's analysis sees that s1_index, and so s0_meta, matter only while it is 1
-        # (hw/transform/liveness.py: a tainted Switch test taints everything under it).
+        # A hit counts in stage 1; a slot write clears its counter. The slot is chosen under
+        # the stage's valid bit (not the other way round), so the transform's analysis sees
+        # that s1_index, and so s0_meta, matter only while it is 1 (hw/transform/liveness.py:
+        # a tainted Switch test taints everything under it).
         for t in NAT_TABLES:
-            cur = Signal(64, name=f"{t}_hits_cur")
-            with m.Switch(s1_index[t]):
-                for k in range(sizes[t]):
-                    with m.Case(k):
-                        m.d.comb += cur.eq(hits[t][k])
             with m.If(s1_valid & s1_hit[t]):
                 with m.Switch(s1_index[t]):
                     for k in range(sizes[t]):
                         with m.Case(k):
-                            m.d.sync += hits[t][k].eq(cur + 1)
+                            m.d.comb += hits[t].inc[k].eq(1)
         with m.If(csr.entry_write):
             for ti, t in enumerate(NAT_TABLES):
                 with m.If(csr.entry_table == ti):
                     with m.Switch(csr.entry_index):
                         for k in range(sizes[t]):
                             with m.Case(k):
-                                m.d.sync += [tables[t][k].eq(staged), hits[t][k].eq(0)]
+                                m.d.sync += tables[t][k].eq(staged)
+                                m.d.comb += hits[t].clear[k].eq(1)
         for ti, t in enumerate(NAT_TABLES):
+            m.d.comb += hits[t].index.eq(csr.entry_index)
             with m.If(csr.entry_table == ti):
                 with m.Switch(csr.entry_index):
                     for k in range(sizes[t]):
@@ -509,7 +511,7 @@ class NatTranslator(NetworkTask):
                                                      e.match_proto, e.match_port,
                                                      e.rewrite_port)),
                                 csr.sel_rewrite.eq(Cat(e.new_addr, e.new_port)),
-                                csr.sel_hits.eq(hits[t][k]),
+                                csr.sel_hits.eq(hits[t].value),
                             ]
 
         # --- stage 2: new words and the IPv4 and L4 checksums ------------------------------

@@ -2,6 +2,7 @@
 
 from ...hw.nt.acl import AclAction, AclConfig
 from ...hw.parser.meta import L3Kind
+from ..counter_bank import bank_counts, store_bank_counts
 from ..parser_model import ParserModel
 from ..traffic import random_packets
 from .base import TaskModel, exact_size_frames
@@ -47,11 +48,10 @@ class AclModel(TaskModel):
                    "skipped": "csr__skipped"}
 
     def load_hw_tables(self, values):
-        self.hits = [values[f"hits{k}"] for k in range(self.params["rules"])]
+        self.hits = bank_counts(values, "hits", self.params["rules"])
 
     def store_hw_tables(self, values):
-        for k, count in enumerate(self.hits):
-            values[f"hits{k}"] = count
+        store_bank_counts(values, "hits", self.hits)
 
     async def verify_hardware(self, access):
         problems = []

@@ -9,6 +9,7 @@ import random
 
 from ...hw.nt.nat import NAT_TABLES, PROTO_TCP, PROTO_UDP, NatConfig, NatEntry, _entry_layout
 from ...hw.parser.meta import L3Kind, L4Kind
+from ..counter_bank import bank_counts, store_bank_counts
 from ..layout_codec import decode
 from ..parser_model import ParserModel
 from ..traffic import random_packets
@@ -183,7 +184,7 @@ class NatModel(TaskModel):
                    "misses": "csr__misses"}
 
     def load_hw_tables(self, values):
-        """The per-slot hit counters (``snat_hits{k}``/``dnat_hits{k}`` flip-flops). They count
+        """The per-slot hit counters (the ``snat_hits``/``dnat_hits`` counter banks). They count
         in stage 1 and the packet counters at the output, but at a packet boundary the
         pipeline is empty, so the two agree. The slots themselves (``snat{k}``/``dnat{k}``)
         are configuration, which the model takes from ``configure`` (as acl.py does its
@@ -199,13 +200,12 @@ class NatModel(TaskModel):
                     raise StateBridgeError(
                         f"NAT {t}[{k}] holds {_slot_entry(slot)} in the hardware but {entry} "
                         f"in the model's configuration: configure the model as the hardware")
-        self.hits = {t: [values[f"{t}_hits{k}"] for k in range(self.params[f"{t}_entries"])]
+        self.hits = {t: bank_counts(values, f"{t}_hits", self.params[f"{t}_entries"])
                      for t in NAT_TABLES}
 
     def store_hw_tables(self, values):
         for t in NAT_TABLES:
-            for k, count in enumerate(self.hits[t]):
-                values[f"{t}_hits{k}"] = count
+            store_bank_counts(values, f"{t}_hits", self.hits[t])
 
     async def verify_hardware(self, access):
         problems = []

@@ -306,11 +306,11 @@ class NatTranslator(NetworkTask):
         sizes = {t: self.p[f"{t}_entries"] for t in NAT_TABLES}
         tables = {t: [Signal(elayout, name=f"{t}{k}") for k in range(sizes[t])]
                   for t in NAT_TABLES}
-        # Per-slot hit counters, in counter banks (counter_bank.py: a memory the transform
-        # reaches through its ports, not 64 scanned flip-flops a slot).
-        hits = {t: CounterBank(sizes[t], 64) for t in NAT_TABLES}
-        for t in NAT_TABLES:
-            m.submodules[f"{t}_hits"] = hits[t]
+        # Per-slot hit counters, both tables' in one counter bank (counter_bank.py: a memory
+        # the transform reaches through its ports, not 64 scanned flip-flops a slot; one
+        # bank, so one access path), SNAT's slots first.
+        base = {t: sum(sizes[u] for u in NAT_TABLES[:n]) for n, t in enumerate(NAT_TABLES)}
+        m.submodules.hits = hits = CounterBank(sum(sizes.values()), 64)
         staged = Signal(elayout)
         m.d.comb += [
             staged.addr.eq(csr.entry_addr), staged.port.eq(csr.entry_port),
@@ -490,7 +490,7 @@ class NatTranslator(NetworkTask):
                 with m.Switch(s1_index[t]):
                     for k in range(sizes[t]):
                         with m.Case(k):
-                            m.d.comb += hits[t].inc[k].eq(1)
+                            m.d.comb += hits.inc[base[t] + k].eq(1)
         with m.If(csr.entry_write):
             for ti, t in enumerate(NAT_TABLES):
                 with m.If(csr.entry_table == ti):
@@ -498,9 +498,8 @@ class NatTranslator(NetworkTask):
                         for k in range(sizes[t]):
                             with m.Case(k):
                                 m.d.sync += tables[t][k].eq(staged)
-                                m.d.comb += hits[t].clear[k].eq(1)
+                                m.d.comb += hits.clear[base[t] + k].eq(1)
         for ti, t in enumerate(NAT_TABLES):
-            m.d.comb += hits[t].index.eq(csr.entry_index)
             with m.If(csr.entry_table == ti):
                 with m.Switch(csr.entry_index):
                     for k in range(sizes[t]):
@@ -511,7 +510,8 @@ class NatTranslator(NetworkTask):
                                                      e.match_proto, e.match_port,
                                                      e.rewrite_port)),
                                 csr.sel_rewrite.eq(Cat(e.new_addr, e.new_port)),
-                                csr.sel_hits.eq(hits[t].value),
+                                hits.index.eq(base[t] + k),
+                                csr.sel_hits.eq(hits.value),
                             ]
 
         # --- stage 2: new words and the IPv4 and L4 checksums ------------------------------

@@ -184,7 +184,7 @@ class NatModel(TaskModel):
                    "misses": "csr__misses"}
 
     def load_hw_tables(self, values):
-        """The per-slot hit counters (the ``snat_hits``/``dnat_hits`` counter banks). They count
+        """The per-slot hit counters (the ``hits`` counter bank, SNAT's slots then DNAT's). They count
         in stage 1 and the packet counters at the output, but at a packet boundary the
         pipeline is empty, so the two agree. The slots themselves (``snat{k}``/``dnat{k}``)
         are configuration, which the model takes from ``configure`` (as acl.py does its
@@ -200,12 +200,13 @@ class NatModel(TaskModel):
                     raise StateBridgeError(
                         f"NAT {t}[{k}] holds {_slot_entry(slot)} in the hardware but {entry} "
                         f"in the model's configuration: configure the model as the hardware")
-        self.hits = {t: bank_counts(values, f"{t}_hits", self.params[f"{t}_entries"])
-                     for t in NAT_TABLES}
+        sizes = [self.params[f"{t}_entries"] for t in NAT_TABLES]
+        counts = bank_counts(values, "hits", sum(sizes))     # SNAT's slots first
+        self.hits = {t: counts[sum(sizes[:n]):sum(sizes[:n + 1])]
+                     for n, t in enumerate(NAT_TABLES)}
 
     def store_hw_tables(self, values):
-        for t in NAT_TABLES:
-            store_bank_counts(values, f"{t}_hits", self.hits[t])
+        store_bank_counts(values, "hits", [c for t in NAT_TABLES for c in self.hits[t]])
 
     async def verify_hardware(self, access):
         problems = []

@@ -400,7 +400,7 @@ def test_boundary_soundness_test_bites(drop, tmp_path):
     assert smap.find(drop).kind == "ff"
     try:
         r = run_bench(sim, "boundary_soundness",
-                      {"SNIC_PACKETS": 300, "SNIC_SEED": 7, "SNIC_INTERRUPTS": 6,
+                      {"SNIC_PACKETS": 300, "SNIC_SEED": 7, "SNIC_INTERRUPTS": 20,
                        "SNIC_DROP_LIVE": drop},
                       test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
     except SystemExit:          # cocotb's runner: the bench failed

@@ -392,12 +392,25 @@ class L4LoadBalancer(NetworkTask):
 
         # --- s2: lookup table entry flow_hash mod M; s3: the backend --------------------------
         # Each read port is enabled only for a first beat, so its data holds for the packet.
+        # `s3_held` says so for the backend port in one flip-flop: set by the read at a
+        # packet's first beat, cleared as its last beat leaves s3, so it is 1 whenever s3
+        # holds a beat. The FIFO entry takes the backend under it, which lets the
+        # state-yielding transform's liveness analysis (hw/transform/liveness.py) leave the
+        # port's 48-bit data register out of the state: read only under a flag that is 0 at
+        # a packet boundary.
+        s3_held = Signal()
         lookup = table.read_port()
         m.d.comb += [lookup.addr.eq(reduce(s1_sum)),
                      lookup.en.eq(advance & s1_valid & s1_first)]
         backend = backends.read_port()
         m.d.comb += [backend.addr.eq(lookup.data),
                      backend.en.eq(advance & s2_valid & s2_first)]
+        with m.If(advance & s3_valid & s3_beat.last):
+            m.d.sync += s3_held.eq(0)
+        with m.If(backend.en):
+            m.d.sync += s3_held.eq(1)
+        chosen = Signal(48)
+        m.d.comb += chosen.eq(Mux(s3_held, backend.data, 0))
 
         # --- s3: the inner UDP checksum of a VXLAN packet, for the outer checksum -------------
         s3_meta = s3_beat.meta
@@ -422,8 +435,8 @@ class L4LoadBalancer(NetworkTask):
         m.d.comb += [
             entry_in.beat.eq(s3_beat),
             entry_in.apply.eq(s3_apply),
-            entry_in.new_dst.eq(backend.data[16:48]),
-            entry_in.new_dport.eq(Mux(backend.data[:16] != 0, backend.data[:16], old_dport)),
+            entry_in.new_dst.eq(chosen[16:48]),
+            entry_in.new_dport.eq(Mux(chosen[:16] != 0, chosen[:16], old_dport)),
             fifo.w_data.eq(entry_in),
             fifo.w_en.eq(advance & s3_valid),
         ]

@@ -192,7 +192,8 @@ def test_padded_minimum_frames_keep_both_sides_busy(width, p, d, size):
 
 def test_head_window_shows_first_bytes():
     """At 64 bits a 24-byte window needs three beats; every packet still comes out whole and in
-    order, and the window on each first beat starts with the packet's first 24 bytes."""
+    order, and the window on each first beat starts with the packet's first 24 bytes, with 0
+    past the packet's last beat (not the previous packet's bytes)."""
     dut = HeadWindow(64, TEST_META, 24)
     assert dut.depth == 3
     rng = random.Random(5)
@@ -231,6 +232,8 @@ def test_head_window_shows_first_bytes():
     assert got == frames
     for f, w in zip(frames, windows):
         assert w[:min(24, len(f))] == f[:24]
+        assert w[-(-len(f) // 8) * 8:] == bytes(max(0, 24 - -(-len(f) // 8) * 8))
+    assert sum(len(f) <= 16 for f in frames) > 20      # short packets, after longer ones
 
 
 # (max_head, max_drop, max_pad) of the realigner's users: vxlan_decap (no head), vxlan_encap (no

@@ -472,7 +472,13 @@ class Realigner(wiring.Component):
 class HeadWindow(wiring.Component):
     """Pass packets through; beside each beat, ``window`` holds it and the ``G - 1`` beats
     behind it (``G = ceil(window_bytes / beat bytes)``), so on a packet's first beat it holds the
-    packet's first ``window_bytes`` (bytes past the packet's end are unspecified)."""
+    packet's first ``window_bytes``. Beats past the packet's last beat read 0 (bytes of the last
+    beat outside ``keep`` are as the input carried them).
+
+    Why 0 and not whatever an entry last held: an entry is then read only while its valid bit
+    is 1, so at a packet boundary, where every valid bit is 0, the entries hold nothing the
+    future depends on, and the state-yielding transform's liveness analysis
+    (hw/transform/liveness.py) leaves them out of the state (599 bits an entry at 64 bits)."""
 
     def __init__(self, data_width, meta_layout, window_bytes):
         check_data_width(data_width)
@@ -499,11 +505,17 @@ class HeadWindow(wiring.Component):
         valid = [Signal(name=f"e{j}_valid") for j in range(G)]
         entry = [Signal(layout, name=f"e{j}") for j in range(G)]
         ends = Cat(*[valid[j] & entry[j].last for j in range(G - 1)]).any()
+        # same[j]: entry j holds a beat of entry 0's packet.
+        same = [Signal(name=f"e{j}_same") for j in range(G)]
+        m.d.comb += same[0].eq(valid[0])
+        for j in range(1, G):
+            m.d.comb += same[j].eq(same[j - 1] & ~entry[j - 1].last & valid[j])
         take = Signal()
         m.d.comb += [
             o.valid.eq(valid[0] & (valid[G - 1] | ends)),
             o.p.eq(entry[0]),
-            self.window.eq(Cat(*[e.data for e in entry])),
+            self.window.eq(Cat(entry[0].data,
+                               *[Mux(same[j], entry[j].data, 0) for j in range(1, G)])),
             take.eq(o.valid & o.ready),
             i.ready.eq(~valid[G - 1] | take),
         ]

@@ -66,7 +66,7 @@ from .task import ConfigError, NetworkTask, Param, Scope, TaskConfig
 
 __all__ = [
     "ChecksumVerify", "ChecksumOffload", "VerifyConfig", "OffloadConfig", "FRAME_CHOICES",
-    "FILL_BITS", "beat_word", "patch_beat", "pow2_at_least",
+    "FILL_BITS", "beat_word", "patch_beat", "pick", "pow2_at_least",
 ]
 
 FRAME_CHOICES = (1536, 2048, 4096, 9216, 16384)   # multiples of 128: whole beats at any width
@@ -186,15 +186,15 @@ def range_sums(m, data, beat, ranges, nbytes, name):
             # An odd end: the high byte of word `stop` counts too, if the range starts before.
             lone.eq(at_end & end[0] & (after | (start[1:lb] <= end[1:lb]))),
             total.eq(Mux(enable & (after | at_start) & (before | at_end),
-                         Mux(stop > first, _pick(m, prefix, stop, f"{n}_at_stop")
-                             - _pick(m, prefix[:nw], first, f"{n}_at_first"), 0)
-                         + Mux(lone, _pick(m, high_bytes, stop, f"{n}_lone_byte"), 0), 0)),
+                         Mux(stop > first, pick(m, prefix, stop, f"{n}_at_stop")
+                             - pick(m, prefix[:nw], first, f"{n}_at_first"), 0)
+                         + Mux(lone, pick(m, high_bytes, stop, f"{n}_lone_byte"), 0), 0)),
         ]
         sums.append(total)
     return sums
 
 
-def _pick(m, values, index, name):
+def pick(m, values, index, name):
     """``values[index]`` (the last one past the end), as a case with a default arm: without
     one, Verilator's lint calls the indices past the end a latch."""
     out = Signal(max(len(v) for v in values), name=name)

@@ -31,18 +31,9 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .checksum import pick
+
 __all__ = ["CounterBank"]
-
-
-def _select(m, signals, index, name):
-    """``signals[index]`` as a Switch with a default, not an indexed Array (an Array read
-    converts to a latch-like always block that the lint rejects)."""
-    out = Signal(len(signals[0]), name=name)
-    with m.Switch(index):
-        for k, sig in enumerate(signals):
-            with m.Case(k):
-                m.d.comb += out.eq(sig)
-    return out
 
 
 class CounterBank(wiring.Component):
@@ -78,7 +69,7 @@ class CounterBank(wiring.Component):
         walk = Signal(self.index_bits)
 
         # The walker: fold row `walk`'s delta into the memory, start its delta afresh.
-        walk_delta = _select(m, deltas, walk, "walk_delta")
+        walk_delta = pick(m, deltas, walk, "walk_delta")
         m.d.comb += [
             walk_read.addr.eq(walk),
             write.addr.eq(walk),
@@ -98,7 +89,7 @@ class CounterBank(wiring.Component):
                     m.d.sync += [deltas[k].eq(0), cleared[k].eq(1)]
 
         # The selected counter.
-        user_delta = _select(m, deltas, self.index, "user_delta")
+        user_delta = pick(m, deltas, self.index, "user_delta")
         m.d.comb += user_read.addr.eq(self.index)
         with m.If(self.index < n):
             m.d.comb += self.value.eq(

@@ -409,8 +409,8 @@ class L4LoadBalancer(NetworkTask):
             m.d.sync += s3_held.eq(0)
         with m.If(backend.en):
             m.d.sync += s3_held.eq(1)
-        chosen = Signal(48)
-        m.d.comb += chosen.eq(Mux(s3_held, backend.data, 0))
+        held_backend = Signal.like(backend.data, name="held_backend")
+        m.d.comb += held_backend.eq(Mux(s3_held, backend.data, 0))
 
         # --- s3: the inner UDP checksum of a VXLAN packet, for the outer checksum -------------
         s3_meta = s3_beat.meta
@@ -435,8 +435,8 @@ class L4LoadBalancer(NetworkTask):
         m.d.comb += [
             entry_in.beat.eq(s3_beat),
             entry_in.apply.eq(s3_apply),
-            entry_in.new_dst.eq(chosen[16:48]),
-            entry_in.new_dport.eq(Mux(chosen[:16] != 0, chosen[:16], old_dport)),
+            entry_in.new_dst.eq(held_backend[16:48]),
+            entry_in.new_dport.eq(Mux(held_backend[:16] != 0, held_backend[:16], old_dport)),
             fifo.w_data.eq(entry_in),
             fifo.w_en.eq(advance & s3_valid),
         ]

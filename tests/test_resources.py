@@ -91,8 +91,8 @@ def test_parse_stat_counts_submodules_once():
 
 
 def test_summarise_rejects_unknown_target():
-    with pytest.raises(ValueError, match=r"^Target must be one of \['ecp5', 'xilinx'\], "
-                                         r"not 'ice40'$"):
+    with pytest.raises(ValueError, match=r"^Target must be one of "
+                                         r"\['ecp5', 'ecp5_lut4', 'xilinx'\], not 'ice40'$"):
         summarise("ice40", {})
 
 
@@ -100,7 +100,7 @@ def test_resource_table_rejects_bad_arguments():
     with pytest.raises(ValueError, match=r"^Data width must be one of .*, not 100$"):
         resource_table(["parser"], width=100)
     with pytest.raises(ConfigError, match=r"^Targets must be a non-empty selection of "
-                                          r"\['ecp5', 'xilinx'\], not \['gowin'\]$"):
+                                          r"\['ecp5', 'ecp5_lut4', 'xilinx'\], not \['gowin'\]$"):
         resource_table(["parser"], targets=["gowin"])
     with pytest.raises(ConfigError, match=r"^Jobs must be a positive integer, not 0$"):
         resource_table(["parser"], jobs=0)
@@ -150,6 +150,30 @@ def test_table_measures_the_probe_and_skips_what_fails(cache, monkeypatch):
     [verilog] = (cache / "gen").glob("probe-*/probe.v")
     again = synthesize(verilog, "probe", "ecp5")
     assert again["cached"] and again["cells"] == got["cells"]
+
+
+class WideMux(wiring.Component):
+    """A 32-to-1 byte multiplexer: LUT5-LUT7 territory for an ECP5 mapper."""
+    sel: In(5)
+    data: In(8 * 32)
+    out: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.out.eq(self.data.word_select(self.sel, 8))
+        return m
+
+
+def test_ecp5_lut4_maps_without_wide_luts(cache):
+    """``ecp5_lut4`` (the row the transform's overhead is read on) is ``synth_ecp5`` with
+    LUT4s alone: the default mapping builds this multiplexer with PFU muxes, it does not."""
+    from amaranth.back import verilog
+    path = cache / "widemux.v"
+    path.write_text(verilog.convert(WideMux(), name="widemux"))
+    wide, narrow = (synthesize(path, "widemux", t) for t in ("ecp5", "ecp5_lut4"))
+    assert wide["cells"].get("PFUMX", 0) + wide["cells"].get("L6MUX21", 0) > 0
+    assert not {"PFUMX", "L6MUX21"} & set(narrow["cells"])
+    assert narrow["lut"] > 0 and narrow["ff"] == wide["ff"] == 0
 
 
 def test_design_blocks_usage_errors_are_one_line(tmp_path, capsys):

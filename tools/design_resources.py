@@ -58,7 +58,7 @@ def block_verilog(lines, structure, module, design, out_dir):
     return path, top
 
 
-def design_resources(config, targets=tuple(TARGETS), jobs=1, progress=None):
+def design_resources(config, targets=("ecp5", "xilinx"), jobs=1, progress=None):
     """Synthesise every block of ``config``'s design; a JSON-serialisable dict::
 
         {"design", "width", "yosys", "targets",

@@ -279,6 +279,12 @@ class Realigner(wiring.Component):
             ep_stream.eq(Mux(idle, starts_streaming, phase == Phase.STREAM)),
             ep_flush.eq(phase == Phase.FLUSH),
         ]
+        # The input register's beat is this cycle's streamed beat. Every read of the input
+        # register below is under it (or under ``x_valid`` itself): with the register empty
+        # nothing it holds can reach an output, which is what lets a transform leave it out
+        # at a packet boundary (hw/transform/liveness.py: guarded by ``x_valid``).
+        streamed = Signal()
+        m.d.comb += streamed.eq(ep_stream & x_valid)
 
         # ---- the window: previous beat's top s bytes, then the current beat's low bytes ------
         # Only a streamed beat and a live previous beat contribute (their bytes outside keep
@@ -288,12 +294,12 @@ class Realigner(wiring.Component):
         hi_keep = Signal(W)
         m.d.comb += [
             lo_data.eq(Mux(v_prev_keep.any(), c_prev_data, 0)),
-            hi_data.eq(Mux(ep_stream, x_data, 0)),
-            hi_keep.eq(Mux(ep_stream, x_keep, 0)),
+            hi_data.eq(Mux(streamed, x_data, 0)),
+            hi_keep.eq(Mux(streamed, x_keep, 0)),
         ]
         both_data = _shift_lanes_up(m, Cat(lo_data, hi_data), v["s"], 8, "rot_data")
         both_keep = _shift_lanes_up(m, Cat(v_prev_keep, hi_keep), v["s"], 1, "rot_keep")
-        spill_keep = _shift_lanes_up(m, Cat(x_keep, Const(0, W)), v["s"], 1, "spill_keep")
+        spill_keep = _shift_lanes_up(m, Cat(hi_keep, Const(0, W)), v["s"], 1, "spill_keep")
         w_data = Signal(8 * W)
         w_keep = Signal(W)
         m.d.comb += [
@@ -332,7 +338,7 @@ class Realigner(wiring.Component):
         flush_done = do_flush if fill_unit else do_flush & flush_last  # the core's last beat
         core_beat = Signal()
         m.d.comb += [
-            do_stream.eq(ep_stream & x_valid & core_load),
+            do_stream.eq(streamed & core_load),
             do_flush.eq(ep_flush & core_load),
             do_drop.eq((phase == Phase.DROP) & x_valid),
             flush_last.eq(~more_fill),
@@ -340,7 +346,7 @@ class Realigner(wiring.Component):
             # the previous packet sends its (with the fill unit: first) flush beat.
             start_drop.eq(x_valid & (x_drop != 0) & (idle | flush_done)),
             x_take.eq(do_stream | do_drop | start_drop),
-            out_last.eq(Mux(ep_stream, x_last & ~spill & ~more_fill, ep_flush & flush_last)),
+            out_last.eq(Mux(streamed, x_last & ~spill & ~more_fill, ep_flush & flush_last)),
         ]
         if max_pre:
             do_pre = Signal()
@@ -355,7 +361,7 @@ class Realigner(wiring.Component):
         tail = Signal(len(TAIL_FLAGS))
         m.d.comb += [
             out_meta.eq(v["meta"]),
-            tail.eq(Mux(out_last, Mux(ep_stream, x_tail, c_tail), 0)),
+            tail.eq(Mux(out_last, Mux(streamed, x_tail, c_tail), 0)),
         ]
         out_view = data.View(self.meta_layout, out_meta)
         for n, f in enumerate(TAIL_FLAGS):
@@ -380,6 +386,12 @@ class Realigner(wiring.Component):
         if max_pre:
             with m.If(do_pre):
                 m.d.sync += c["pre"].eq(v["pre"] - 1)
+                with m.If(idle):
+                    # Nothing reads it in the pure-head beats (the previous beat's keep is 0
+                    # there), but loading it as the packet leaves the idle phase makes it a
+                    # function of this packet alone, so a transform can leave it out at a
+                    # packet boundary (hw/transform/liveness.py: guarded by ``phase``).
+                    m.d.sync += c_prev_data.eq(x_data)
                 with m.If(v["pre"] == 1):
                     m.d.sync += phase.eq(Phase.STREAM)
                 with m.Else():
@@ -457,7 +469,7 @@ class Realigner(wiring.Component):
         with m.If(to_fill):
             m.d.sync += [
                 f_valid.eq(1), f_frem.eq(after["frem"]),
-                f_tail.eq(Mux(ep_stream, x_tail, c_tail)),
+                f_tail.eq(Mux(streamed, x_tail, c_tail)),
             ]
         with m.Elif(do_fill):
             m.d.sync += [

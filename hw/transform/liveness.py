@@ -256,7 +256,7 @@ class _Analysis:
                 f = self._add_fact(f, t, b, x)
             if f is _INFEASIBLE:
                 continue
-            got = self._eval_bit(v, f, bit, depth + 1)
+            got = self._extended_bit(v, f, bit, depth + 1)
             if got is None or (out is not None and got != out):
                 return None
             out = got
@@ -426,12 +426,12 @@ class _Analysis:
         if isinstance(value, Operator) and value.operator == "m":
             sel = self._eval_bit(value.operands[0], facts, 0, depth + 1)
             if sel is None:
-                a = self._eval_bit(value.operands[1], facts, bit, depth + 1)
+                a = self._extended_bit(value.operands[1], facts, bit, depth + 1)
                 if a is None:
                     return None
-                b = self._eval_bit(value.operands[2], facts, bit, depth + 1)
+                b = self._extended_bit(value.operands[2], facts, bit, depth + 1)
                 return a if a == b else None
-            return self._eval_bit(value.operands[1 if sel else 2], facts, bit, depth + 1)
+            return self._extended_bit(value.operands[1 if sel else 2], facts, bit, depth + 1)
         if isinstance(value, Operator) and self._len(value) == 1 and bit == 0:
             key = (self._skey(value), 0)
             if key in facts:
@@ -464,6 +464,17 @@ class _Analysis:
             if known is not None:
                 return (known >> bit) & 1
         return None
+
+    def _extended_bit(self, value, facts, bit, depth):
+        """Bit ``bit`` of an operand widened to its operator's width: past its own width, 0
+        when unsigned, its sign bit when signed (``Mux(idle, 0, keep)``: the 0 is 1 bit wide,
+        and its upper bits are known zeros)."""
+        n = self._len(value)
+        if bit >= n:
+            if not self._signed(value):
+                return 0
+            bit = n - 1
+        return self._eval_bit(value, facts, bit, depth)
 
     def _eval_value(self, value, facts, depth=0):
         """The whole (unsigned, at most 32-bit) value of ``value`` if ``facts`` fix it."""
@@ -1254,7 +1265,7 @@ def _draining(a, bits):
         for g in kept:
             for b in range(len(g)):
                 facts[(id(g), b)] = 0
-        more = [g for g in pool if not any(g is k for k in kept) and _drains(a, g, facts)]
+        more = [g for g in pool if not any(g is k for k in kept) and _drains(a, g, facts, quiet)]
         if not more:
             break
         kept += more
@@ -1330,17 +1341,22 @@ def _is_state(a, sig):
                     for _t, lhs, rhs in a.assigns_of(id(sig))))
 
 
-def _drains(a, g, facts):
-    """Whether ``g`` stays 0 under ``facts`` and clears on some path from another value."""
+def _drains(a, g, facts, quiet):
+    """Whether ``g`` stays 0 under ``facts`` and clears on some path from another value of
+    the ``quiet`` component. The clearing path is looked for without the facts of the bits
+    already kept: a register that holds a packet's record clears as the FIFO behind it hands
+    over the packet's last beat (VXLAN encapsulation's ``cur_valid``), which a draining FIFO
+    does before it is empty, so the fact "the FIFO is empty" would hide the only way out."""
     if len(g) == 1:
         return (_next_values(a, g, _with(facts, g, 0)) <= {0, "hold"}
-                and bool(_next_values(a, g, _with(facts, g, 1)) & {0}))
+                and any(0 in _next_values(a, g, _with(f, g, 1)) for f in (facts, quiet)))
     # A state register (an FSM): it stays idle (0) when drained, and some state leads back
     # to idle in one step (a free-running counter that only wraps does not).
     zero = {**facts, **{(id(g), b): 0 for b in range(len(g))}}
-    free = {k: v for k, v in facts.items() if k[0] != id(g)}
     return (_next_values(a, g, zero) <= {0, "hold"}
-            and 0 in _next_values(a, g, {**free, ("nz", id(g)): 1}))
+            and any(0 in _next_values(a, g, {**{k: v for k, v in f.items() if k[0] != id(g)},
+                                              ("nz", id(g)): 1})
+                    for f in (facts, quiet)))
 
 
 def _quiet(a, bits=True):

@@ -15,9 +15,9 @@ without the transform:
    goal is at most 15 % more LUTs with the boundary port. The default ECP5 count is what a
    build places, but it is a noisy ruler: abc9 maps for delay, and where it takes LUT5-LUT7
    (PFU muxes) it can spend twice the LUT4s on a netlist whose gates changed by 0.3 %, so the
-   overhead is read on ``ecp5_lut4`` (within 2 % across such variants) and on UltraScale+. Also the default NIC
-   (``chains/default.toml`` at :data:`NIC_WIDTH` bits) with no region transformed and with every
-   region's personalities transformed (``nic``; goal: at most 15 % more LUTs), synthesised
+   overhead is read on ``ecp5_lut4`` (within 2 % across such variants) and on UltraScale+.
+   Also the default NIC (``chains/default.toml`` at :data:`NIC_WIDTH` bits) with no region
+   transformed and with every region's personalities transformed (``nic``; goal: at most 15 % more LUTs), synthesised
    block by block (:func:`~supernic.tools.design_resources.design_resources`: the whole NIC
    flattened in one Yosys run did not finish in 12 minutes), summed over the blocks that
    synthesised in both variants.

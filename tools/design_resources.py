@@ -22,7 +22,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from .resources import _COLUMNS, TARGETS, _synthesize_job, yosys_version
+from .resources import _COLUMNS, DEFAULT_TARGETS, TARGETS, _synthesize_job, yosys_version
 
 __all__ = ["design_resources", "print_design_table", "block_verilog"]
 
@@ -58,7 +58,7 @@ def block_verilog(lines, structure, module, design, out_dir):
     return path, top
 
 
-def design_resources(config, targets=("ecp5", "xilinx"), jobs=1, progress=None):
+def design_resources(config, targets=DEFAULT_TARGETS, jobs=1, progress=None):
     """Synthesise every block of ``config``'s design; a JSON-serialisable dict::
 
         {"design", "width", "yosys", "targets",

@@ -82,6 +82,9 @@ TARGETS = {
                      "synth_xilinx -family xcup -flatten -noiopad -noclkbuf -top {top}"),
 }
 
+# What ``snic resources`` synthesises unless told otherwise: one row per device family.
+DEFAULT_TARGETS = ("ecp5", "xilinx")
+
 # (category, cell type pattern, weight) per target; a cell type counts in the first match.
 _ECP5 = [
     ("lut", r"LUT4", 1),
@@ -317,7 +320,7 @@ class _Scheduler:
         return f"[{self.done}/{self.total}] " + ", ".join(running)
 
 
-def resource_table(kinds=None, width=512, targets=("ecp5", "xilinx"), jobs=1, progress=None):
+def resource_table(kinds=None, width=512, targets=DEFAULT_TARGETS, jobs=1, progress=None):
     """Synthesise each NT in ``kinds`` (default: every NT, and ``parser``) at ``width`` bits
     for each of ``targets``, ``jobs`` at a time; ``progress(message)`` is called as jobs start
     and end, and about once a second while jobs run (to show their elapsed time).
@@ -455,7 +458,7 @@ def main(argv=None, prog="python -m supernic.tools.resources"):
 
     from rich.console import Console
     err = Console(stderr=True, highlight=False)
-    targets = ("ecp5", "xilinx") if args.target == "both" else (args.target,)
+    targets = DEFAULT_TARGETS if args.target == "both" else (args.target,)
     try:
         if args.config:
             from ..hw.config import load_config

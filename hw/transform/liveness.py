@@ -1348,15 +1348,19 @@ def _drains(a, g, facts, quiet):
     over the packet's last beat (VXLAN encapsulation's ``cur_valid``), which a draining FIFO
     does before it is empty, so the fact "the FIFO is empty" would hide the only way out."""
     if len(g) == 1:
-        return (_next_values(a, g, _with(facts, g, 0)) <= {0, "hold"}
-                and any(0 in _next_values(a, g, _with(f, g, 1)) for f in (facts, quiet)))
-    # A state register (an FSM): it stays idle (0) when drained, and some state leads back
-    # to idle in one step (a free-running counter that only wraps does not).
-    zero = {**facts, **{(id(g), b): 0 for b in range(len(g))}}
+        zero = _with(facts, g, 0)
+
+        def set_(f):
+            return _with(f, g, 1)
+    else:
+        # A state register (an FSM): it stays idle (0) when drained, and some state leads
+        # back to idle in one step (a free-running counter that only wraps does not).
+        zero = {**facts, **{(id(g), b): 0 for b in range(len(g))}}
+
+        def set_(f):
+            return {**{k: v for k, v in f.items() if k[0] != id(g)}, ("nz", id(g)): 1}
     return (_next_values(a, g, zero) <= {0, "hold"}
-            and any(0 in _next_values(a, g, {**{k: v for k, v in f.items() if k[0] != id(g)},
-                                              ("nz", id(g)): 1})
-                    for f in (facts, quiet)))
+            and any(0 in _next_values(a, g, set_(f)) for f in (facts, quiet)))
 
 
 def _quiet(a, bits=True):

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import ClockDomain, Fragment, Module, Signal, signed
+from amaranth.hdl import Cat, ClockDomain, Const, Fragment, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
@@ -450,6 +450,74 @@ def test_boundary_map_leaves_out_only_guarded_stage_registers():
     assert smap.live_bits == smap.all_flip_flop_bits - 18
     assert [d["name"] for d in state_map_of(Delay(), state="boundary").dead] == ["beat"]
     assert state_map_of(Delay(leak=True), state="boundary").dead == []
+
+
+class Housekeeper(wiring.Component):
+    """A one-stage pipeline that software feeds too: a write of ``go`` (a register's
+    one-cycle strobe) leaves an operation pending, which takes the next slot instead of a beat
+    (as the rate limiter's bucket writes do). ``op`` is read only while ``busy``."""
+
+    def __init__(self, pulses=True):
+        self.pulses = pulses
+        super().__init__({"i": In(stream.Signature(BEAT)), "o": Out(stream.Signature(BEAT)),
+                          "go": In(1)})
+
+    def pulse_inputs(self):
+        return [self.go] if self.pulses else []
+
+    def elaborate(self, platform):
+        m = Module()
+        pending = Signal()
+        busy = Signal()
+        op = Signal(BEAT)
+        m.d.comb += [self.i.ready.eq(~pending & self.o.ready), self.o.valid.eq(busy),
+                     self.o.payload.eq(op)]
+        with m.If(self.o.ready):
+            m.d.sync += [busy.eq(pending | self.i.valid),
+                         op.eq(Mux(pending, Cat(Const(0x55, 8), 1), self.i.payload))]
+            with m.If(pending):
+                m.d.sync += pending.eq(0)
+        with m.If(self.go):
+            m.d.sync += pending.eq(1)
+        return m
+
+
+def test_a_flag_a_register_write_raises_counts_as_drained():
+    """A quiet component gets no register writes: with ``go`` named a strobe
+    (``pulse_inputs``), ``pending`` clears in a drain, so ``busy`` does, and ``busy`` guards
+    ``op``. Without it ``pending`` might be raised again in every cycle, ``busy`` is no
+    guard and ``op`` stays live."""
+    smap = state_map_of(Housekeeper())
+    assert {d["name"]: d["guards"] for d in smap.dead} == {"op": ["busy"]}
+    assert state_map_of(Housekeeper(pulses=False)).dead == []
+
+
+def test_the_rate_limiter_and_checksums_keep_no_operation_in_flight():
+    """The rate limiter scrubs only in the second half of its interval, so a drained limiter
+    has no bucket operation in flight: each stage's operation, the values computed for it
+    and the pipeline's read-port registers are dead under the stage's busy bit (the CSR's
+    read ports stay live: software sees them). The checksum engine's picked words start
+    from 0 at a packet's first beat (guarded by ``in_mid``) and its sums are read only while
+    a packet is half through them (``acc_mid``)."""
+    from supernic.hw.nt.checksum import ChecksumVerify
+    from supernic.hw.nt.rate_limiter import RateLimiter
+    smap = state_map_of(RateLimiter(64, **RateLimiter.check_params({})))
+    guards = {d["name"]: set(d["guards"]) for d in smap.dead}
+    for k in range(1, 7):
+        assert f"s{k}_busy" in guards[f"s{k}_op"], k
+    for name in ("s3_config", "s3_elapsed", "s4_product", "s5_refill", "s6_conform",
+                 "config_mem.rdport0", "tokens_mem.rdport0", "counters_mem.rdport0"):
+        assert name in guards, name
+    names = {i.name for i in smap.items}
+    assert {"init_pending", "now", "scrub_timer", "counters_mem.rdport1"} <= names
+    assert smap.live_bits == 301
+    smap = state_map_of(ChecksumVerify(64, **ChecksumVerify.check_params({})))
+    guards = {d["name"]: set(d["guards"]) for d in smap.dead}
+    for layer in range(2):
+        for name in ("vihl", "len", "hcs", "l4cs"):
+            assert "in_mid" in guards[f"held{layer}_{name}"]
+        for name in ("hdr", "addr", "l4"):
+            assert "acc_mid" in guards[f"acc{layer}_{name}"]
 
 
 def test_a_realigner_keeps_only_what_crosses_packets_live():

@@ -331,6 +331,13 @@ class _ChecksumTask(NetworkTask):
                                                          in_beat + 1))),
                          cut.eq(~ip.last & (cut | trigger))]
 
+        # The picked words hold a value found in an earlier beat of the same packet; at a
+        # packet's first beat they start from 0 (``in_mid`` is 0), so none of them carries
+        # anything across packets and the state-yielding transform need not capture them
+        # (hw/transform/liveness.py: ``in_mid`` guards them).
+        in_mid = Signal()           # the last beat taken did not end its packet
+        with m.If(take):
+            m.d.sync += in_mid.eq(~ip.last)
         picks = ("vihl", "len", "hcs", "l4cs")
         merged = [{}, {}]
         for layer in range(2):
@@ -346,13 +353,12 @@ class _ChecksumTask(NetworkTask):
                                        name=f"pick{layer}_{name}")
                 held = Signal(16, name=f"held{layer}_{name}")
                 merged[layer][name] = Signal(16, name=f"merged{layer}_{name}")
-                m.d.comb += merged[layer][name].eq(Mux(hit, value, held))
+                m.d.comb += merged[layer][name].eq(Mux(hit, value, Mux(in_mid, held, 0)))
                 with m.If(take):
                     m.d.sync += held.eq(merged[layer][name])
 
         # --- stage 1: sum each beat over six byte ranges -----------------------------------
         s1_valid = Signal()
-        s1_first = Signal()
         s1_end = Signal()
         s1_over = Signal()
         s1_data = Signal(W)
@@ -361,7 +367,7 @@ class _ChecksumTask(NetworkTask):
         s1_pick = [{n: Signal(16, name=f"s1_{k}_{n}") for n in picks} for k in range(2)]
         m.d.sync += s1_valid.eq(take & ~cut)
         with m.If(take):
-            m.d.sync += [s1_first.eq(in_beat == 0), s1_end.eq(ip.last | trigger),
+            m.d.sync += [s1_end.eq(ip.last | trigger),
                          s1_over.eq(trigger), s1_data.eq(ip.data),
                          s1_beat.eq(in_beat), s1_meta.eq(imeta)]
             for layer in range(2):
@@ -400,14 +406,13 @@ class _ChecksumTask(NetworkTask):
                                            nbytes, name="sum")))
 
         s2_valid = Signal()
-        s2_first = Signal()
         s2_end = Signal()
         s2_over = Signal()
         s2_meta = Signal(meta_shape)
         s2_pick = [{n: Signal(16, name=f"s2_{k}_{n}") for n in picks} for k in range(2)]
         s2_ip_end = [Signal(pos_bits, name=f"s2_ip_end_{k}") for k in range(2)]
         s2_sum = {key: Signal(len(v), name=f"s2_sum{key[0]}_{key[1]}") for key, v in sums.items()}
-        m.d.sync += [s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_end.eq(s1_end),
+        m.d.sync += [s2_valid.eq(s1_valid), s2_end.eq(s1_end),
                      s2_over.eq(s1_over), s2_meta.eq(s1_meta)]
         m.d.sync += [s2_sum[k].eq(sums[k]) for k in sums]
         for layer in range(2):
@@ -415,10 +420,25 @@ class _ChecksumTask(NetworkTask):
             m.d.sync += s2_ip_end[layer].eq(layer_info[layer])
 
         # --- stage 2: accumulate the packet's six sums ------------------------------------
+        # ``acc_mid``: the accumulators hold a packet's partial sums (a beat that did not end
+        # its summing passed), so a beat after an end starts a packet's sums: the summing
+        # ends at the last beat or at the oversize cut, after which the frame's other beats
+        # are not summed and the next frame starts afresh. (A first-beat flag from the beat
+        # count said the same, but the state-yielding transform cannot see that it is 1
+        # whenever a new packet begins; with ``acc_mid``, 0 between packets, it proves the
+        # accumulators dead there.)
         acc = {k: Signal(32, name=f"acc{k[0]}_{k[1]}") for k in sums}
         total = {k: Signal(32, name=f"total{k[0]}_{k[1]}") for k in sums}
+        acc_mid = Signal()
+        with m.If(s2_valid):
+            # (Constants on two paths, not ``~s2_end``: the transform picks as guards the
+            # bits a drain can be seen to clear, liveness.py ``_draining``.)
+            with m.If(s2_end):
+                m.d.sync += acc_mid.eq(0)
+            with m.Else():
+                m.d.sync += acc_mid.eq(1)
         for k in sums:
-            m.d.comb += total[k].eq(Mux(s2_first, 0, acc[k]) + s2_sum[k])
+            m.d.comb += total[k].eq(Mux(acc_mid, acc[k], 0) + s2_sum[k])
             with m.If(s2_valid):
                 m.d.sync += acc[k].eq(total[k])
         s3_valid = Signal()

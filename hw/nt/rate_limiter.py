@@ -50,12 +50,18 @@ rate multiply sits in its own stages ahead of the token update, whose loop is on
 mux (see :meth:`RateLimiter.elaborate`).
 
 A bucket's time advances only when its packets arrive, so a bucket idle for 2**32 cycles
-(17 s at 250 MHz) would see its idle time modulo 2**32. A scrubber prevents that: in every slot
-where no packet needs the pipeline it advances the next bucket (round robin) to ``now``, the
-timestamp of the latest metered packet, by the same formula with ``L = 0``. Because
-``min(B, min(B, T + r*a) + r*b) == min(B, T + r*(a + b))``, that changes nothing the model
-can see. Under saturation by one-beat packets a scrub takes one input slot every
-``scrub_interval`` cycles (build parameter, default :data:`SCRUB_INTERVAL`). Time still
+(17 s at 250 MHz) would see its idle time modulo 2**32. A scrubber prevents that: once per
+``scrub_interval`` cycles (build parameter, default :data:`SCRUB_INTERVAL`) it advances the
+next bucket (round robin) to ``now``, the timestamp of the latest metered packet, by the same
+formula with ``L = 0``. Because ``min(B, min(B, T + r*a) + r*b) == min(B, T + r*(a + b))``,
+that changes nothing the model can see. A scrub takes the first slot in the second half of the
+interval where no packet needs the pipeline; under saturation by one-beat packets it takes an
+input slot at the interval's end. So every bucket is scrubbed within ``buckets *
+scrub_interval`` cycles, and between scrubs a drained limiter has no operation in flight: its
+stage registers are dead at a packet boundary (each stage's ``busy`` bit guards them,
+hw/transform/liveness.py), and a boundary stop captures none of them. (Scrubbing in every
+free slot, as before, kept an operation in flight whenever the input was idle, which made
+737 pipeline bits and 377 read-port bits part of the captured state.) Time still
 stops if no metered packet arrives at all for 2**32 cycles: a 32-bit timestamp cannot tell.
 
 Programming: write the ``bucket_*`` staging registers and 1 to ``bucket_write``; the write
@@ -398,6 +404,9 @@ class RateLimiter(NetworkTask):
         first = [None] + [Signal(name=f"s{k}_first") for k in range(1, stages + 1)]
         unmetered = [None] + [Signal(name=f"s{k}_unmetered") for k in range(1, stages + 1)]
         op = [None] + [Signal(_op_layout(bb), name=f"s{k}_op") for k in range(1, 7)]
+        # busy[k]: an operation is in stage k (its op, and the registers stage k computes for
+        # it, mean something only then).
+        busy = [None] + [Signal(name=f"s{k}_busy") for k in range(1, 7)]
         en = Signal()
         hold = Signal()
         m.d.comb += [
@@ -409,7 +418,7 @@ class RateLimiter(NetworkTask):
                 m.d.sync += [valid[k].eq(valid[k - 1]), beat[k].eq(beat[k - 1]),
                              first[k].eq(first[k - 1]), unmetered[k].eq(unmetered[k - 1])]
             for k in range(2, 7):
-                m.d.sync += op[k].eq(op[k - 1])
+                m.d.sync += [op[k].eq(op[k - 1]), busy[k].eq(busy[k - 1])]
 
         # --- stage 0: classify the first beat and issue one operation a slot ------------------
         slots = [Signal(_class_layout(bb), name=f"class{k}") for k in range(nc)]
@@ -467,9 +476,11 @@ class RateLimiter(NetworkTask):
         interval = self.p["scrub_interval"]
         scrub_timer = Signal(range(interval))
         scrub_due = Signal()
+        scrub_ripe = Signal()       # the interval's second half: a free slot scrubs
         m.d.comb += [
             csr.bucket_busy.eq(init_pending),
             scrub_due.eq(scrub_timer == interval - 1),
+            scrub_ripe.eq(scrub_timer[-1]),
             hold.eq(init_pending | scrub_due),
         ]
         m.d.sync += scrub_timer.eq(Mux(scrub_due, scrub_timer, scrub_timer + 1))
@@ -488,18 +499,19 @@ class RateLimiter(NetworkTask):
             m.d.comb += [op0.kind.eq(_Op.PACKET), op0.bucket.eq(Mux(matched, class_bucket,
                                                                     csr.unmatched_bucket)),
                          op0.ts.eq(t_eff), op0.length.eq(length)]
-        with m.Else():
+        with m.Elif(scrub_ripe):
             m.d.comb += [op0.kind.eq(_Op.SCRUB), op0.bucket.eq(scrub_next), op0.ts.eq(now)]
         with m.If(en):
             m.d.sync += [
                 valid[1].eq(self.i.valid & self.i.ready), beat[1].eq(self.i.p),
                 first[1].eq(in_first), unmetered[1].eq(in_first & ~metered), op[1].eq(op0),
+                busy[1].eq(init_pending | packet_op | scrub_ripe),
             ]
             with m.If(init_pending):
                 m.d.sync += init_pending.eq(0)
             with m.Elif(packet_op):
                 m.d.sync += [now.eq(t_eff), now_valid.eq(1)]
-            with m.Else():
+            with m.Elif(scrub_ripe):
                 m.d.sync += [scrub_next.eq(scrub_next + 1), scrub_timer.eq(0)]
         with m.If(csr.bucket_write):
             m.d.sync += [init_pending.eq(1), init_bucket.eq(csr.bucket_index),
@@ -515,7 +527,7 @@ class RateLimiter(NetworkTask):
             config_rp.addr.eq(op[1].bucket), config_rp.en.eq(en),
             last_rp.addr.eq(op[1].bucket), last_rp.en.eq(en),
             last_wp.addr.eq(op[2].bucket), last_wp.data.eq(op[2].ts),
-            last_wp.en.eq(en & (op[2].kind != _Op.NONE)),
+            last_wp.en.eq(en & busy[2]),
         ]
         # Elapsed cycles modulo 2**32: right across the timestamp's wrap.
         elapsed = Signal(32)
@@ -576,7 +588,7 @@ class RateLimiter(NetworkTask):
         m.d.comb += [
             tokens_wp.addr.eq(op[5].bucket),
             tokens_wp.data.eq(Mux(op[5].kind == _Op.INIT, s5_burst, new_tokens)),
-            tokens_wp.en.eq(en & (op[5].kind != _Op.NONE)),
+            tokens_wp.en.eq(en & busy[5]),
         ]
         s6_conform = Signal()
         s6_action = Signal()
@@ -601,7 +613,8 @@ class RateLimiter(NetworkTask):
                          new_counts.exceeded_bytes.eq(old_counts.exceeded_bytes + op[6].length)]
         m.d.comb += [
             counters_wp.addr.eq(op[6].bucket), counters_wp.data.eq(new_counts),
-            counters_wp.en.eq(en & ((op[6].kind == _Op.PACKET) | (op[6].kind == _Op.INIT))),
+            counters_wp.en.eq(en & busy[6]
+                              & ((op[6].kind == _Op.PACKET) | (op[6].kind == _Op.INIT))),
         ]
 
         # Per-bucket registers, through read ports of their own.
@@ -619,7 +632,7 @@ class RateLimiter(NetworkTask):
         verdict_drop = Signal()
         verdict_mark = Signal()
         exceed = Signal()
-        m.d.comb += exceed.eq((op[6].kind == _Op.PACKET) & ~s6_conform)
+        m.d.comb += exceed.eq(busy[6] & (op[6].kind == _Op.PACKET) & ~s6_conform)
         held_drop = Signal()
         held_mark = Signal()
         m.d.comb += [

@@ -64,7 +64,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import ConfigError
-from ..csr.registers import R, Register, RegisterBlock
+from ..csr.registers import R, W1P, Register, RegisterBlock
 from ..parser.meta import meta_layout
 from ..stream import PacketSignature, check_data_width
 
@@ -202,6 +202,20 @@ class NetworkTask(wiring.Component):
             "o": Out(PacketSignature(data_width, self.meta_layout)),
             "csr": Out(csr_signature(self.registers(self.p))),
         })
+
+    def pulse_inputs(self):
+        """The register inputs that are 1 only in the cycle of a register access (``W1P``
+        registers, access strobes). While software accesses nothing they are 0: the quiet
+        component in which a boundary stop's drain picks its guards
+        (hw/transform/liveness.py), so a flag that a write raises and the hardware clears (the
+        rate limiter's ``init_pending``) counts as drained."""
+        out = []
+        for reg in self.registers(self.p):
+            if reg.access is W1P:
+                out.append(getattr(self.csr, reg.name))
+            if reg.strobe:
+                out.append(getattr(self.csr, reg.strobe_name))
+        return out
 
 
 def task_classes():

@@ -2,11 +2,12 @@
 
 The liveness analysis (liveness.py) takes seconds to minutes on a large NT and is repeated for
 every build of every design that holds the NT. Its result is a function of the elaborated
-fragment tree and of the component's ports, so it is cached under a hash of both: every
-statement and expression, with each signal numbered in the order it is first met (Amaranth's
-names may repeat, its object ids differ from run to run), its name, shape and reset value;
-every memory and its ports; each fragment's origin types (a FIFO of ``amaranth.lib.fifo`` is
-treated specially); and the source of the analysis itself. Two designs with the same
+fragment tree, of the component's ports and of which inputs are strobes, so it is cached under
+a hash of them: every statement and expression, with each signal numbered in the order it is
+first met (Amaranth's names may repeat, its object ids differ from run to run), its name,
+shape and reset value; every memory and its ports; each fragment's origin types (a FIFO of
+``amaranth.lib.fifo`` is treated specially); the component's ``pulse_inputs()``; and the
+source of the analysis itself. Two designs with the same
 fingerprint are the same circuit with the same names, so a plan made for one (by inventory
 index) fits the other.
 """
@@ -93,6 +94,10 @@ def fingerprint(fragment, component, extra=()):
     for path, member, value in component.signature.flatten(component):
         out.append(("port", path, member.flow.name,
                     val(value.as_value() if hasattr(value, "as_value") else Value.cast(value))))
+    # Which inputs are one-cycle strobes decides the guards (liveness.py ``_quiet``), and a W1P
+    # register's port looks like an RW one's.
+    out.append(("pulses", tuple(val(Value.cast(x)) for x in
+                                getattr(component, "pulse_inputs", lambda: ())())))
     out.append(("extra", tuple(val(x) if isinstance(x, Value) else repr(x) for x in extra)))
     here = Path(__file__).parent
     for name in _SOURCES:

@@ -180,11 +180,13 @@ class RateLimiterModel(TaskModel):
     def load_hw_tables(self, values):
         """A bucket is its tokens and the timestamp they are valid at, as in the hardware's
         memories; the per-bucket counts are 64-bit fields of one row, in :data:`_COUNTERS`
-        order. At a packet boundary no packet operation is in the pipeline, but scrubs (and a
-        configuration's INIT) may be: a scrub in stages 3 to 5 has written its bucket's
-        ``last`` and not yet its tokens, so its refill (held in the stage registers) is
-        applied here, as stage 5 would have. The refill composes exactly, so a scrub changes
-        nothing the model can see."""
+        order. An operation is in stage ``k`` while ``s{k}_busy`` is 1. At a boundary stop
+        none is (the busy bits are the guards the stop waits for, and the stage registers are
+        not in the boundary map); an immediate stop may find a scrub (or a configuration's
+        INIT) there: a scrub in stages 3 to 5 has written its bucket's ``last`` and not yet
+        its tokens, so its refill (held in the stage registers) is applied here, as stage 5
+        would have. The refill composes exactly, so a scrub changes nothing the model can
+        see."""
         # (Configuration state is in a boundary map only by its registers: the model has it
         # from ``configure``.)
         if values.get("init_pending"):
@@ -199,6 +201,8 @@ class RateLimiterModel(TaskModel):
         self.now = values["now"] if values["now_valid"] else None
         bb = RateLimiter._bucket_bits(self.params)
         for k in range(1, 7):
+            if not values[f"s{k}_busy"]:
+                continue
             op = decode(_op_layout(bb), values[f"s{k}_op"])
             b = op["bucket"]
             if op["kind"] == _Op.PACKET:
@@ -224,7 +228,8 @@ class RateLimiterModel(TaskModel):
 
     def store_hw_tables(self, values):
         """The model's buckets into the memories; the pipeline's operations (scrubs, which
-        the load applied) are cancelled, so none writes a bucket after the restore."""
+        the load applied) are cancelled (their busy bits cleared), so none writes a bucket
+        after the restore."""
         for i in range(len(self.buckets)):
             values["tokens_mem"][i] = self.tokens[i]
             if self.last[i] is not None:        # else full: any time refills it to the burst
@@ -235,7 +240,7 @@ class RateLimiterModel(TaskModel):
         if self.now is not None:
             values["now"] = self.now
         for k in range(1, 7):
-            values[f"s{k}_op"] &= ~0b11         # kind (the layout's first field): NONE
+            values[f"s{k}_busy"] = 0
 
     # --- state read-back ------------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ scrub_interval`` cycles, and between scrubs a drained limiter has no operation i
 stage registers are dead at a packet boundary (each stage's ``busy`` bit guards them,
 hw/transform/liveness.py), and a boundary stop captures none of them. (Scrubbing in every
 free slot, as before, kept an operation in flight whenever the input was idle, which made
-737 pipeline bits and 377 read-port bits part of the captured state.) Time still
+727 pipeline bits and 377 read-port bits part of the captured state.) Time still
 stops if no metered packet arrives at all for 2**32 cycles: a 32-bit timestamp cannot tell.
 
 Programming: write the ``bucket_*`` staging registers and 1 to ``bucket_write``; the write

@@ -315,6 +315,10 @@ def test_param_and_width_errors():
     with pytest.raises(ConfigError, match="nt rate_limiter: parameter classes must be between "
                                           "1 and 64, not 0"):
         RateLimiter.check_params({"classes": 0})
+    with pytest.raises(ConfigError, match=r"buckets \* scrub_interval must be at most 2\*\*31 "
+                                          r"cycles .*not 1024 \* 4194304"):
+        RateLimiter.check_params({"buckets": 1024, "scrub_interval": 2 ** 22})
+    assert RateLimiter.check_params({"buckets": 1024, "scrub_interval": 2 ** 21})
     with pytest.raises(ValueError, match="Data width must be at least 16 for the rate limiter, "
                                          "not 8"):
         RateLimiter(8)

@@ -57,12 +57,13 @@ formula with ``L = 0``. Because ``min(B, min(B, T + r*a) + r*b) == min(B, T + r*
 that changes nothing the model can see. A scrub takes the first slot in the second half of the
 interval where no packet needs the pipeline; under saturation by one-beat packets it takes an
 input slot at the interval's end. So every bucket is scrubbed within ``buckets *
-scrub_interval`` cycles, and between scrubs a drained limiter has no operation in flight: its
-stage registers are dead at a packet boundary (each stage's ``busy`` bit guards them,
-hw/transform/liveness.py), and a boundary stop captures none of them. (Scrubbing in every
-free slot, as before, kept an operation in flight whenever the input was idle, which made
-727 pipeline bits and 377 read-port bits part of the captured state.) Time still
-stops if no metered packet arrives at all for 2**32 cycles: a 32-bit timestamp cannot tell.
+scrub_interval`` cycles (at most 2**31: a build asking for more is refused), and between
+scrubs a drained limiter has no operation in flight: its stage registers are dead at a packet
+boundary (each stage's ``busy`` bit guards them, hw/transform/liveness.py), and a boundary
+stop captures none of them. (Scrubbing in every free slot, as before, kept an operation in
+flight whenever the input was idle, which made 727 pipeline bits and 377 read-port bits part
+of the captured state.) Time still stops if no metered packet arrives at all for 2**32
+cycles: a 32-bit timestamp cannot tell.
 
 Programming: write the ``bucket_*`` staging registers and 1 to ``bucket_write``; the write
 enters the pipeline at its next slot, which waits for the output to move (``bucket_busy`` reads
@@ -332,6 +333,18 @@ class RateLimiter(NetworkTask):
     )
     config = RateLimiterConfig
     model = "rate_limiter:RateLimiterModel"
+
+    @classmethod
+    def check_params(cls, raw):
+        params = super().check_params(raw)
+        # Every bucket must be scrubbed before its elapsed time (modulo 2**32) can wrap; the
+        # scrubber visits one bucket per interval. Half the wrap leaves room for timestamps
+        # out of order (a signed 32-bit difference, see ``t_eff``).
+        if params["buckets"] * params["scrub_interval"] > 2 ** 31:
+            raise ConfigError(f"nt {cls.kind}: parameters buckets * scrub_interval must be at "
+                              f"most 2**31 cycles (a bucket is scrubbed once in that many), "
+                              f"not {params['buckets']} * {params['scrub_interval']}")
+        return params
 
     @staticmethod
     def _bucket_bits(params):

@@ -22,7 +22,7 @@ from amaranth.hdl._mem import MemoryInstance
 
 __all__ = ["fingerprint"]
 
-_SOURCES = ("liveness.py", "inventory.py", "fingerprint.py", "compose.py")
+_SOURCES = ("liveness.py", "inventory.py", "fingerprint.py", "compose.py", "seeds.py")
 
 
 def fingerprint(fragment, component, extra=()):

@@ -195,7 +195,13 @@ class Inventory:
 
     def _analysed_plan(self, fragment, component, force, contract):
         from .liveness import analyse
-        lv = analyse(fragment, component, self, force, contract)
+        from .seeds import find_seed, remember_seed, seed_key
+        # Traps keep their flip-flops live: no seed (found without them) is tried.
+        key = None if force else seed_key(component, contract)
+        lv = analyse(fragment, component, self, force, contract,
+                     seed=find_seed(key) if key else None)
+        if key:
+            remember_seed(key, lv.seed)
         index = {id(sig): n for n, (_p, _f, sig) in enumerate(self.flip_flops)}
         # A component with traps stops mid-packet and frozen whole: its configuration stays
         # in the map (it could not be rewritten while stopped).

@@ -84,7 +84,7 @@ from amaranth.lib import stream, wiring
 
 from .compose import _component_of
 
-__all__ = ["ContractError", "Liveness", "analyse"]
+__all__ = ["ContractError", "Liveness", "analyse", "seed_holds"]
 
 _INFEASIBLE = object()
 #: The widest state register taken as a guard (an FSM of up to 16 states).
@@ -1558,7 +1558,7 @@ def _ff_reads(a):
     return nxt, sinks
 
 
-def analyse(fragment, component, inventory, force_live=(), contract=False):
+def analyse(fragment, component, inventory, force_live=(), contract=False, seed=None):
     """The :class:`Liveness` of ``inventory``'s flip-flops (see the module docstring).
 
     Greedy, from the outputs back: every flip-flop starts live, and one at a time (in reverse
@@ -1574,20 +1574,13 @@ def analyse(fragment, component, inventory, force_live=(), contract=False):
     With ``contract``, the component's stream inputs are only trusted as far as
     :func:`_stream_contract` says (it is analysed as a part of a larger component, see
     compose.py); :class:`ContractError` when that is not enough (a live register latches
-    the input payload whatever ``valid`` says)."""
-    a = _Analysis(fragment, component, inventory, force_live, contract)
-    bits = [sig for _path, _frag, sig in inventory.flip_flops
-            if sig.init == 0 and id(sig) not in a.force_live
-            and (len(sig) == 1 or _is_state(a, sig))]
-    by_frag = {}
-    guard_ids = set()
-    for sig in _draining(a, bits):
-        by_frag.setdefault(id(a.ff[id(sig)][1]), []).append(sig)
-        guard_ids.add(id(sig))
-        if len(sig) > 1:        # its facts must survive the taint memo's filter
-            a.bit_keys |= {(id(sig), b) for b in range(len(sig))} | {("nz", id(sig))}
-    a.__dict__.pop("_bit_cones", None)      # made with the keys before
-    a._restricted.clear()                   # likewise
+    the input payload whatever ``valid`` says).
+
+    ``seed`` (``{name: [guard names]}``, see seeds.py) is a result found before, by name: if
+    every one of its flip-flops is dead with its guards by the same checks as the final one
+    below, the search starts from it (one pass then finds nothing more where the design is
+    the same), else from nothing. A seed is a certificate, checked, never trusted."""
+    a, by_frag, guard_ids = _prepared(fragment, component, inventory, force_live, contract)
 
     def candidates(k):
         _p, frag, _sig = a.ff[k]
@@ -1613,6 +1606,7 @@ def analyse(fragment, component, inventory, force_live=(), contract=False):
                    if k not in a.force_live and k not in guard_ids]
     trial_order += [k for k in reversed(list(a.ff))
                     if k not in a.force_live and k in guard_ids]
+    a.seeded = bool(seed) and _apply_seed(a, seed, by_frag)
     # A flip-flop that no candidate guards is not tried again: more dead flip-flops only taint
     # its next value more, and take facts and candidates away, so no later pass can find it a
     # guard. (One that failed because a live reader sees it may pass once that reader is dead.)
@@ -1759,6 +1753,9 @@ def analyse(fragment, component, inventory, force_live=(), contract=False):
     out.config = [e for e in inventory.flip_flops if id(e[2]) in config]
     out.config_memories = config_memories
     out.commands = [e for e in inventory.flip_flops if id(e[2]) in commands]
+    # The result by name, a seed for the next analysis of the same design (seeds.py).
+    out.seed = {_name(a, k): [g.name for g in a.guards[k]] for k in a.dead}
+    out.seeded = a.seeded
     return out
 
 
@@ -1836,6 +1833,62 @@ def _configuration(a, guard_ids):
         for p in a.inv.memories[n][1]._write_ports:
             used |= asked(a._add_fact({}, Value.cast(p._en), 0, 1)) & commands
     return conf, memories, used
+
+
+def _prepared(fragment, component, inventory, force_live, contract):
+    """The analysis state, the guard candidates of each fragment (``{id(fragment):
+    [signal]}``) and their ids."""
+    a = _Analysis(fragment, component, inventory, force_live, contract)
+    bits = [sig for _path, _frag, sig in inventory.flip_flops
+            if sig.init == 0 and id(sig) not in a.force_live
+            and (len(sig) == 1 or _is_state(a, sig))]
+    by_frag = {}
+    guard_ids = set()
+    for sig in _draining(a, bits):
+        by_frag.setdefault(id(a.ff[id(sig)][1]), []).append(sig)
+        guard_ids.add(id(sig))
+        if len(sig) > 1:        # its facts must survive the taint memo's filter
+            a.bit_keys |= {(id(sig), b) for b in range(len(sig))} | {("nz", id(sig))}
+    a.__dict__.pop("_bit_cones", None)      # made with the keys before
+    a._restricted.clear()                   # likewise
+    return a, by_frag, guard_ids
+
+
+def seed_holds(fragment, component, inventory, seed, contract=False):
+    """Whether ``seed`` (see :func:`analyse`) passes the checks that would let
+    :func:`analyse` start from it, without searching further."""
+    a, by_frag, _ids = _prepared(fragment, component, inventory, (), contract)
+    a.dead, a.guards = set(), {}
+    a.state_guards = {f: [g for g in gs if len(g) > 1] for f, gs in by_frag.items()}
+    return _apply_seed(a, seed, by_frag)
+
+
+def _apply_seed(a, seed, by_frag):
+    """Make ``seed``'s flip-flops dead with its guards if the checks of the final step of
+    :func:`analyse` hold for them (every guard keeps its flip-flop, every sink is clean);
+    whether they did. The search spends most of its time re-checking dead registers whose
+    spare guards fail one by one as the stages before them die (the 512-bit rate limiter:
+    six minutes); checking a result takes about a second."""
+    by_name = {_name(a, k): k for k in a.ff}
+    dead, guards = set(), {}
+    for name, gnames in seed.items():
+        k = by_name.get(name)
+        if k is None or k in a.force_live or not gnames:
+            return False
+        pool = {g.name: g for g in by_frag.get(id(a.ff[k][1]), ()) if id(g) != k}
+        if any(n not in pool for n in gnames):
+            return False
+        dead.add(k)
+        guards[k] = [pool[n] for n in gnames]
+    if any(id(g) in dead for gs in guards.values() for g in gs):
+        return False                    # a guard must be live
+    a.dead, a.guards = dead, guards
+    a.reset_memo()
+    if all(a.check_dead(k, g) for k in dead for g in guards[k]) and _sinks_clean(a):
+        return True
+    a.dead, a.guards = set(), {}
+    a.reset_memo()
+    return False
 
 
 def _sinks_clean(a):

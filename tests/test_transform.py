@@ -520,6 +520,27 @@ def test_the_rate_limiter_and_checksums_keep_no_operation_in_flight():
             assert "acc_mid" in guards[f"acc{layer}_{name}"]
 
 
+def test_a_multi_cycle_operation_drains_and_guards_its_state():
+    """ChaCha20's iterative block function keeps its 16 state words and its request while
+    ``busy``, which clears at the last pass (``pass_`` counts on by itself while busy): the
+    analysis finds that clearing path with the pass counter free, so ``busy`` guards them.
+    The keystream FIFO's 512-bit read data is read only under its ``r_rdy``, so its read
+    port needs no shadow. The flow monitor's table clear walks ``clear_at`` the same way
+    under ``clearing``."""
+    from supernic.hw.nt.chacha20 import ChaCha20Task
+    from supernic.hw.nt.flow_monitor import FlowMonitor
+    smap = state_map_of(ChaCha20Task(64, **ChaCha20Task.check_params({})))
+    guards = {d["name"]: set(d["guards"]) for d in smap.dead}
+    for name in ["core.saved", "core.pass_"] + [f"core.state_w{i}" for i in range(16)]:
+        assert "core.busy" in guards[name], name
+    assert "keystream.storage.rdport0" in guards
+    assert not any(i.kind == "rdport" for i in smap.items)
+    assert smap.live_bits == 464 and smap.chain_bits == 464
+    smap = state_map_of(FlowMonitor(64, **FlowMonitor.check_params({})))
+    guards = {d["name"]: set(d["guards"]) for d in smap.dead}
+    assert guards["clear_at"] == {"clearing"}
+
+
 def test_a_realigner_keeps_only_what_crosses_packets_live():
     """The realigner (hw/nt/realign.py, inside the VLAN and VXLAN NTs) keeps a packet's
     first-beat state in its input register (``x_meta``, ``x_head``) until the core copies it.

@@ -1255,17 +1255,23 @@ def _draining(a, bits):
     qualify. This only picks guards: soundness does not rest on it
     (the stop waits for every guard to be 0), a wrong pick would make the stop wait."""
     _config, quiet = _quiet(a, bits=False)
+    # A busy bit that a multi-cycle operation clears at its last step (ChaCha20's block
+    # function: ``busy`` clears when ``pass_`` reaches its last pass, and ``pass_`` counts on by
+    # itself while busy) clears on no path where the pass counter sits at its reset value:
+    # its clearing path is also looked for with the narrow counters free.
+    _config, loose = _quiet(a, bits=False, narrow=False)
     # A bit computed with a configuration input qualifies too when the drain decides it
     # (``e0_valid.eq(accept & last & counted)``, counted from a mode bit): the fixpoint
     # below only keeps bits whose next values the quiet facts fix.
     pool = list(bits)
     kept = []
     while True:
-        facts = dict(quiet)
+        facts, free = dict(quiet), dict(loose)
         for g in kept:
             for b in range(len(g)):
-                facts[(id(g), b)] = 0
-        more = [g for g in pool if not any(g is k for k in kept) and _drains(a, g, facts, quiet)]
+                facts[(id(g), b)] = free[(id(g), b)] = 0
+        more = [g for g in pool if not any(g is k for k in kept)
+                and _drains(a, g, facts, quiet, free)]
         if not more:
             break
         kept += more
@@ -1341,12 +1347,13 @@ def _is_state(a, sig):
                     for _t, lhs, rhs in a.assigns_of(id(sig))))
 
 
-def _drains(a, g, facts, quiet):
+def _drains(a, g, facts, quiet, *more):
     """Whether ``g`` stays 0 under ``facts`` and clears on some path from another value of
-    the ``quiet`` component. The clearing path is looked for without the facts of the bits
-    already kept: a register that holds a packet's record clears as the FIFO behind it hands
-    over the packet's last beat (VXLAN encapsulation's ``cur_valid``), which a draining FIFO
-    does before it is empty, so the fact "the FIFO is empty" would hide the only way out."""
+    the ``quiet`` component (or under one of ``more`` fact sets). The clearing path is looked
+    for without the facts of the bits already kept: a register that holds a packet's record
+    clears as the FIFO behind it hands over the packet's last beat (VXLAN encapsulation's
+    ``cur_valid``), which a draining FIFO does before it is empty, so the fact "the FIFO is
+    empty" would hide the only way out."""
     if len(g) == 1:
         zero = _with(facts, g, 0)
 
@@ -1360,16 +1367,16 @@ def _drains(a, g, facts, quiet):
         def set_(f):
             return {**{k: v for k, v in f.items() if k[0] != id(g)}, ("nz", id(g)): 1}
     return (_next_values(a, g, zero) <= {0, "hold"}
-            and any(0 in _next_values(a, g, set_(f)) for f in (facts, quiet)))
+            and any(0 in _next_values(a, g, set_(f)) for f in (facts, quiet, *more)))
 
 
-def _quiet(a, bits=True):
+def _quiet(a, bits=True, narrow=True):
     """``(config inputs, facts)``: the ids of the component's configuration inputs (every
     input port outside its streams), and the facts of a quiet component: no input stream
     offers a beat, every output stream is ready, no register is accessed (the inputs the
     component names in ``pulse_inputs()``, a register write's one-cycle strobes, are 0),
     every narrow multi-bit flip-flop (a FIFO level, a pointer, a beat count, a stage's valid
-    bit) is at its reset value (wide ones are data)."""
+    bit) is at its reset value (wide ones are data; with ``narrow`` False, none is)."""
     quiet = {}
     config = set()
     for name, member in a.component.signature.members.items():
@@ -1390,7 +1397,7 @@ def _quiet(a, bits=True):
     quiet = dict(quiet)
     for _path, _frag, sig in a.inv.flip_flops:
         # Flip-flops have no combinational driver to follow: their facts are plain entries.
-        if (1 < len(sig) <= 16) or (bits and len(sig) == 1):
+        if (narrow and 1 < len(sig) <= 16) or (bits and len(sig) == 1):
             for bit in range(len(sig)):
                 quiet[(id(sig), bit)] = (sig.init >> bit) & 1
     return config, quiet

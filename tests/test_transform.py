@@ -370,6 +370,27 @@ def test_nt_interrupted_equals_uninterrupted(kind, tmp_path):
     assert t["scramble_mismatches"] == 0
 
 
+@pytest.mark.parametrize("kind", ["flow_monitor", "rate_limiter"])
+def test_read_ports_restored_through_their_memory(kind, tmp_path):
+    """A live read port whose memory has another port for the state port is restored through
+    the memory (its value written into row 0, read back by the port, row 0 restored after):
+    random values written into every item, the CSR read ports' data registers too, must read
+    back as written, and the capture written back must resume the traffic unchanged."""
+    sim = task_simulator(kind, 64, BUILD_PARAMS_64.get(kind), yieldable="boundary")
+    smap = StateMap.from_json(json.loads(Path(sim.regmap_path).read_text())["state_map"])
+    reloaded = [i for i in smap.items if i.kind == "rdport" and not i.in_chain]
+    assert reloaded and not any(i.kind == "rdport" and i.in_chain for i in smap.items)
+    r = run_bench(sim, "interrupted_traffic",
+                  {"SNIC_PACKETS": 200, "SNIC_SEED": 11, "SNIC_INTERRUPTS": 2,
+                   "SNIC_GOLDEN_CHECKS": 2},
+                  test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
+    t = r["transform"]
+    assert r["packets_out"] == r["packets_in"] == 200 and r["mismatches"] == 0
+    assert t["stops"] == 2 and t["golden_missing"] == []
+    assert t["golden_compared"] == len(smap.items)
+    assert t["scramble_mismatches"] == 0
+
+
 @pytest.mark.parametrize("kind", sorted(task_classes()))
 def test_nt_boundary_state_is_sound(kind, tmp_path):
     """The boundary state port's differential test (sim/tb/yield_tb.py ``boundary_soundness``):

@@ -339,17 +339,18 @@ class ChaCha20Task(NetworkTask):
         # non-empty (`advance` below), so the gate changes no output; it says so where the
         # state-yielding transform can see it: the FIFO's read data is read only under its
         # `r_rdy`, so at a packet boundary (every block requested has been used) the read
-        # port's 512-bit data register is not live state (hw/transform/liveness.py).
-        block = Signal(8 * BLOCK_BYTES)
-        m.d.comb += block.eq(Mux(keystream.r_rdy, keystream.r_data, 0))
-        word = Signal(W)
+        # port's 512-bit data register is not live state (hw/transform/liveness.py). The gate
+        # is on the word, not the block: a beat's width of gates, not a block's.
+        picked = Signal(W)
         if R_ == 1:
-            m.d.comb += word.eq(block)
+            m.d.comb += picked.eq(keystream.r_data)
         else:
             with m.Switch(out_word):
                 for k in range(R_):
                     with m.Case(k):
-                        m.d.comb += word.eq(block[k * W:(k + 1) * W])
+                        m.d.comb += picked.eq(keystream.r_data[k * W:(k + 1) * W])
+        word = Signal(W)
+        m.d.comb += word.eq(Mux(keystream.r_rdy, picked, 0))
 
         # Rotate it up by r bytes (lane j takes word byte j - r, mod the beat): keystream byte
         # 0 then sits on the payload's first lane. One shift of the doubled word, a single

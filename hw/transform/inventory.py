@@ -276,18 +276,41 @@ class Inventory:
     def layout(self):
         """The sources of the state map's items, in map order: ``("ff", path, signal)`` for
         the scan chain's flip-flops, ``("rdport", path, memory, port index)`` for read-port
-        data registers (also in the chain), ``("trap", path, signal)`` for the traps'
-        flip-flops (by address), ``("mem", path, memory)``."""
+        data registers shadowed in the chain, ``("trap", path, signal)`` for the traps'
+        flip-flops (by address), ``("reload", path, memory, port index)`` for read-port data
+        registers restored through their memory (by address, see :meth:`_reloadable`),
+        ``("mem", path, memory)``."""
         traps = self.trap_signals()
         out = [("ff", path, sig) for path, _f, sig in self.flip_flops if id(sig) not in traps]
+        reloads = []
         for n, (path, mem) in enumerate(self.memories):
             for k, port in enumerate(mem._read_ports):
                 if port._domain != "comb" and (n, k) not in (self.dead_rdports or {}):
-                    out.append(("rdport", path, mem, k))
+                    if self._reloadable(n, k):
+                        reloads.append(("reload", path, mem, k))
+                    else:
+                        out.append(("rdport", path, mem, k))
         out += [("trap", path, sig) for path, _f, sig in self.flip_flops if id(sig) in traps]
+        out += reloads
         out += [("mem", path, mem) for n, (path, mem) in enumerate(self.memories)
                 if n not in self.memories_out]
         return out
+
+    def _reloadable(self, n, k):
+        """Whether read port ``k`` of memory ``n`` can have its data register restored
+        through the memory instead of a shadow in the scan chain: the memory is in the map
+        and writable (its row 0 takes the value, the port reads it back, and the restore of
+        the memory's rows, which comes later in the pass, puts row 0 back), and another of
+        its read ports (a combinational one, or one whose data is dead at a boundary) can
+        serve the state port, so reading the memory leaves this port's register alone. The
+        port must not be transparent: its read-back may meet the write of row 0's own value
+        (a memory of one-word rows right after it in the pass), and only a port that reads
+        the old value then is sure to read the one just put there."""
+        _path, mem = self.memories[n]
+        if n in self.memories_out or not mem._write_ports or mem._read_ports[k]._transparent_for:
+            return False
+        return any(j != k and (p._domain == "comb" or (n, j) in (self.dead_rdports or {}))
+                   for j, p in enumerate(mem._read_ports))
 
     def stop_conditions(self):
         """What every boundary stop waits for, beside the drain: each guard is 0, and each
@@ -332,6 +355,13 @@ class Inventory:
             items.append(StateItem(_join(path, sig.name), "ff", len(sig), addr, n,
                                    init=sig.init & ((1 << len(sig)) - 1)))
             addr += n
+        for entry in layout:
+            if entry[0] != "reload":
+                continue
+            _kind, path, mem, k = entry
+            w = len(mem._read_ports[k]._data)
+            items.append(StateItem(_join(path, f"rdport{k}"), "rdport", w, addr, words(w)))
+            addr += words(w)
         for entry in layout:
             if entry[0] != "mem":
                 continue

@@ -5,7 +5,11 @@ width). The map lists three kinds of items, in address order:
 
 * ``ff``: a flip-flop register (an Amaranth ``Signal`` assigned in the ``sync`` domain);
 * ``rdport``: the data register of a synchronous memory read port (what the design sees on the
-  port's ``data`` until its next read), so a restored design sees the same read data;
+  port's ``data`` until its next read), so a restored design sees the same read data. It is
+  in the scan chain (a shadow register), or, where another port of its memory serves the
+  state port, reached by address and restored through the memory: writing its last word
+  puts the value in the memory's row 0 and has the port read it back; the memory's rows,
+  later in the pass, put row 0 back;
 * ``mem``: a memory, ``depth`` rows of ``width`` bits; row ``r`` occupies ``words`` words from
   ``addr + r * stride`` (``stride`` a power of two). A row is written by writing its words in
   order; the last word commits the row.
@@ -14,7 +18,7 @@ The first ``scan_words`` words are the *scan chain*: flip-flops and read-port re
 bit after bit, an item's bits from bit ``bit`` of the chain (word ``bit // word_width``), least
 significant first. The chain is reached in order only: a pass reads (or writes) its words from
 address 0 up, each one bus transaction. The traps' flip-flops follow, ``words`` words each from
-``addr``, reached by address. Software walks the whole map in :meth:`StateMap.addresses`
+``addr``, reached by address, then the read ports restored through their memories. Software walks the whole map in :meth:`StateMap.addresses`
 order, which is the order the port's address moves on by itself.
 
 Names are hierarchical (``submodule.submodule.signal``, relative to the transformed component).

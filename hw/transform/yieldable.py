@@ -316,17 +316,20 @@ class Yieldable(wiring.Component):
         # -- the address ---------------------------------------------------------------------
         # Regions in map order: the chain, the traps' words, each memory; the address moves
         # from the end of one to the start of the next, and from the last back to 0.
-        trap_items = [items[id(e)] for e in layout if e[0] == "trap"]
+        # The traps' words and the reloaded read ports' words are one region, in that order.
+        reload_entries = [e for e in layout if e[0] == "reload"]
+        addressed = [items[id(e)] for e in layout if e[0] == "trap"] + \
+            [items[id(e)] for e in reload_entries]
         mem_entries = [e for e in layout if e[0] == "mem"]
-        starts = ([0] if S else []) + ([trap_items[0].addr] if trap_items else []) + \
+        starts = ([0] if S else []) + ([addressed[0].addr] if addressed else []) + \
             [items[id(e)].addr for e in mem_entries]
         succ = Signal(aw)
         m.d.comb += succ.eq(cur + 1)
         region_ends = []
         if S:
             region_ends.append(S - 1)
-        if trap_items:
-            region_ends.append(trap_items[-1].addr + trap_items[-1].words - 1)
+        if addressed:
+            region_ends.append(addressed[-1].addr + addressed[-1].words - 1)
         for n, end in enumerate(region_ends):
             with m.If(cur == end):
                 m.d.comb += succ.eq(starts[n + 1] if n + 1 < len(starts) else 0)
@@ -371,6 +374,33 @@ class Yieldable(wiring.Component):
                     scratch.d.sync += sig[lo:hi].eq(y.wdata[:hi - lo])
             owner = next(f for _p, f, s in inv.flip_flops if s is sig)
             owner.add_statements("sync", *Fragment.get(scratch, None).statements["sync"])
+        # -- read ports restored through their memory (inventory.py, ``_reloadable``) -------
+        # Read: the port's data register, which nothing disturbs while frozen (the memory is
+        # read through another port). Write: the words before the last go to the row buffer;
+        # the last writes the whole value into the memory's row 0 and, the next cycle, the
+        # port reads it back. The memory's own rows come later in the pass: row 0 gets its
+        # captured value again. This replaces a shadow register in the scan chain and a
+        # multiplexer in front of everything the design reads from the port.
+        max_row_words = max((items[id(e)].words for e in mem_entries), default=1)
+        rowbuf = Signal(max(1, (max_row_words - 1) * W))
+        reload_commit = {}      # id(memory) -> this cycle's commits into its row 0
+        reload_read = {}        # id(port) -> the cycle after its commit
+        for entry in reload_entries:
+            _kind, _path, mem, k = entry
+            item, data = items[id(entry)], mem._read_ports[k]._data
+            last = item.words - 1
+            for w in range(item.words):
+                lo, hi = w * W, min(len(data), (w + 1) * W)
+                trap_words.append((item.addr + w, data[lo:hi]))
+                if w < last:
+                    with m.If(wr & (cur == item.addr + w)):
+                        m.d.sync += rowbuf[w * W:(w + 1) * W].eq(y.wdata)
+            commit = Signal(name=f"reload_commit_{item.addr}")
+            again = Signal(name=f"reload_read_{item.addr}")
+            m.d.comb += commit.eq(wr & (cur == item.addr + last))
+            m.d.sync += again.eq(commit)
+            reload_commit.setdefault(id(mem), []).append(commit)
+            reload_read[id(mem._read_ports[k])] = again
         if trap_words:
             with m.Switch(cur):
                 for addr, value in trap_words:
@@ -381,16 +411,15 @@ class Yieldable(wiring.Component):
         rdata = Signal(W)
         m.d.sync += rdata.eq(word)
         out = rdata
-        max_row_words = max((items[id(e)].words for e in mem_entries), default=1)
-        rowbuf = Signal(max(1, (max_row_words - 1) * W))
         for entry in mem_entries:
             _kind, _path, mem = entry
             item = items[id(entry)]
             hit, row, sel, row_bits = mem_hits[id(entry)]
             sync_ports = [p for p in mem._read_ports if p._domain != "comb"]
             comb_ports = [p for p in mem._read_ports if p._domain == "comb"]
-            if sync_ports:
-                chosen = sync_ports[0]
+            free_ports = [p for p in sync_ports if id(p) not in reload_read]
+            if free_ports:
+                chosen = free_ports[0]
                 row_data = chosen._data            # the raw port data, one cycle after
             elif comb_ports:
                 chosen = comb_ports[0]
@@ -399,6 +428,10 @@ class Yieldable(wiring.Component):
             else:
                 raise TransformError(f"memory {item.name} has no read port")
             for port in sync_ports:
+                if id(port) in reload_read:
+                    port._en = Mux(run, port._en, reload_read[id(port)])
+                    port._addr = Mux(run, port._addr, 0)
+                    continue
                 mine = (stopped & hit) if port is chosen else Const(0)
                 port._en = Mux(run, port._en, mine)
             chosen._addr = Mux(run, chosen._addr, row)
@@ -415,7 +448,9 @@ class Yieldable(wiring.Component):
             if mem._write_ports:
                 port = mem._write_ports[0]
                 last = item.words - 1
-                commit = wr & hit & (sel == last)
+                reloads = reload_commit.get(id(mem), [])
+                reloading = Cat(*reloads).any() if reloads else Const(0)
+                commit = (wr & hit & (sel == last)) | reloading
                 with m.If(wr & hit & (sel < last)):
                     with m.Switch(sel):
                         for w in range(last):
@@ -423,7 +458,7 @@ class Yieldable(wiring.Component):
                                 m.d.sync += rowbuf[w * W:(w + 1) * W].eq(y.wdata)
                 value = Cat(rowbuf[:last * W], y.wdata)[:item.width] if last else \
                     y.wdata[:item.width]
-                port._addr = Mux(run, port._addr, row)
+                port._addr = Mux(run, port._addr, Mux(reloading, 0, row) if reloads else row)
                 port._data = Mux(run, port._data, value)
                 port._en = Mux(run, port._en, commit.replicate(len(port._en)))
                 for other in mem._write_ports[1:]:

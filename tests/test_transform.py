@@ -546,7 +546,8 @@ def test_a_multi_cycle_operation_drains_and_guards_its_state():
     ``busy``, which clears at the last pass (``pass_`` counts on by itself while busy): the
     analysis finds that clearing path with the pass counter free, so ``busy`` guards them.
     The keystream FIFO's 512-bit read data is read only under its ``r_rdy``, so its read
-    port needs no shadow. The flow monitor's table clear walks ``clear_at`` the same way
+    port needs no shadow, and the previous keystream word only under ``started`` (a word of
+    this packet used already). The flow monitor's table clear walks ``clear_at`` the same way
     under ``clearing``."""
     from supernic.hw.nt.chacha20 import ChaCha20Task
     from supernic.hw.nt.flow_monitor import FlowMonitor
@@ -556,7 +557,8 @@ def test_a_multi_cycle_operation_drains_and_guards_its_state():
         assert "core.busy" in guards[name], name
     assert "keystream.storage.rdport0" in guards
     assert not any(i.kind == "rdport" for i in smap.items)
-    assert smap.live_bits == 464 and smap.chain_bits == 464
+    assert guards["previous"] == {"started"}
+    assert smap.live_bits == 401 and smap.chain_bits == 401
     smap = state_map_of(FlowMonitor(64, **FlowMonitor.check_params({})))
     guards = {d["name"]: set(d["guards"]) for d in smap.dead}
     assert guards["clear_at"] == {"clearing"}

@@ -369,11 +369,16 @@ class ChaCha20Task(NetworkTask):
         # after the first payload beat) or are header (the first payload beat).
         upper = Signal(W)
         m.d.comb += upper.eq(Const((1 << W) - 1, W) << r_bits)
+        # `started`: this packet has used a keystream word on an earlier beat, so `previous`
+        # holds its tail (beats after the first payload beat: index > q for an encrypted
+        # packet). Kept as a flag, set by a beat that uses a word and cleared by the last beat,
+        # rather than compared from the beat index: `previous` is then read only under a bit
+        # that is 0 between packets, which lets the state-yielding transform leave it out of
+        # a boundary capture (hw/transform/liveness.py).
         started = Signal()
-        m.d.comb += started.eq(head.encrypt & (index_out > q_out))
         stream_bytes = Signal(W)
-        m.d.comb += stream_bytes.eq((rotated & upper & uses_word.replicate(W))
-                                    | (previous & ~upper & started.replicate(W)))
+        m.d.comb += stream_bytes.eq(Mux(uses_word, rotated & upper, 0)
+                                    | Mux(started, previous & ~upper, 0))
 
         out_free = Signal()
         advance = Signal()
@@ -404,9 +409,9 @@ class ChaCha20Task(NetworkTask):
             with m.If(index_out < (1 << beat_bits) - 1):
                 m.d.sync += out_beat.eq(index_out + 1)
             with m.If(uses_word):
-                m.d.sync += [previous.eq(rotated), *_count_word(out_word, R_)]
+                m.d.sync += [previous.eq(rotated), started.eq(1), *_count_word(out_word, R_)]
             with m.If(hb.last):
-                m.d.sync += _reset_word(out_word)
+                m.d.sync += [*_reset_word(out_word), started.eq(0)]
 
         # --- counters, at the output handshake ------------------------------------------------
         packets = Signal(64)

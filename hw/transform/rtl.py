@@ -51,6 +51,7 @@ def _rtl_map(design, yieldable):
     inv, smap = yieldable.inventory, yieldable.state_map
     items = iter(smap.items)
     ports = iter(yieldable.read_port_signals)
+
     def rtl(path, sig=None):
         info = frags[path]
         return info.name[1:] if sig is None else (*info.name[1:], info.signal_names[sig])
@@ -66,7 +67,8 @@ def _rtl_map(design, yieldable):
             out.append(replace(next(items), rtl=(*owner.name[1:], owner.signal_names[sig])))
         elif kind == "reload":
             # The port's own data register, in the module that holds the memory.
-            out.append(replace(next(items), rtl=rtl(path[:-1], entry[2]._read_ports[entry[3]]._data)))
+            data = entry[2]._read_ports[entry[3]]._data
+            out.append(replace(next(items), rtl=rtl(path[:-1], data)))
         else:
             out.append(replace(next(items), rtl=frags[path].name[1:]))
 

@@ -18,8 +18,9 @@ The first ``scan_words`` words are the *scan chain*: flip-flops and read-port re
 bit after bit, an item's bits from bit ``bit`` of the chain (word ``bit // word_width``), least
 significant first. The chain is reached in order only: a pass reads (or writes) its words from
 address 0 up, each one bus transaction. The traps' flip-flops follow, ``words`` words each from
-``addr``, reached by address, then the read ports restored through their memories. Software walks the whole map in :meth:`StateMap.addresses`
-order, which is the order the port's address moves on by itself.
+``addr``, reached by address, then the read ports restored through their memories. Software
+walks the whole map in :meth:`StateMap.addresses` order, which is the order the port's
+address moves on by itself.
 
 Names are hierarchical (``submodule.submodule.signal``, relative to the transformed component).
 ``rtl`` is the same item's name in the generated Verilog where it is known (a path of module

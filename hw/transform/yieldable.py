@@ -34,7 +34,9 @@ the VLAN push NT for the read multiplexer alone, and a write multiplexer a bit o
 traps' flip-flops stay addressed (software services one trap at a time). Memories are reached
 through their own ports, multiplexed while frozen, so a block RAM stays a block RAM; a
 synchronous read port's data register is shadowed (``hold``) at the stop so using the port for
-the state port does not disturb what the design sees after it resumes.
+the state port does not disturb what the design sees after it resumes; where another port of
+its memory serves the state port, the register is left alone instead, read by address and
+restored through the memory (see "read ports restored through their memory" below).
 
 **Boundary state** (``state="boundary"``, the default): the map holds only the flip-flops live
 at a drained packet boundary (liveness.py); each left out has guards; every stop, whatever
@@ -361,7 +363,7 @@ class Yieldable(wiring.Component):
         m.d.comb += wr.eq(y.write & stopped & ready)
         word = Signal(W)
         m.d.comb += word.eq(tail)
-        trap_words = []
+        addressed_words = []
         for entry in layout:
             if entry[0] != "trap":
                 continue
@@ -369,7 +371,7 @@ class Yieldable(wiring.Component):
             scratch = Module()
             for w in range(item.words):
                 lo, hi = w * W, min(len(sig), (w + 1) * W)
-                trap_words.append((item.addr + w, sig[lo:hi]))
+                addressed_words.append((item.addr + w, sig[lo:hi]))
                 with scratch.If(wr & (cur == item.addr + w)):
                     scratch.d.sync += sig[lo:hi].eq(y.wdata[:hi - lo])
             owner = next(f for _p, f, s in inv.flip_flops if s is sig)
@@ -391,7 +393,7 @@ class Yieldable(wiring.Component):
             last = item.words - 1
             for w in range(item.words):
                 lo, hi = w * W, min(len(data), (w + 1) * W)
-                trap_words.append((item.addr + w, data[lo:hi]))
+                addressed_words.append((item.addr + w, data[lo:hi]))
                 if w < last:
                     with m.If(wr & (cur == item.addr + w)):
                         m.d.sync += rowbuf[w * W:(w + 1) * W].eq(y.wdata)
@@ -401,9 +403,9 @@ class Yieldable(wiring.Component):
             m.d.sync += again.eq(commit)
             reload_commit.setdefault(id(mem), []).append(commit)
             reload_read[id(mem._read_ports[k])] = again
-        if trap_words:
+        if addressed_words:
             with m.Switch(cur):
-                for addr, value in trap_words:
+                for addr, value in addressed_words:
                     with m.Case(addr):
                         m.d.comb += word.eq(value)
 

@@ -26,12 +26,14 @@ from supernic.driver.control import (ControlError, ControlPlane, ControlTimeout,
                                      DeployRefused)
 from supernic.driver.discovery import UnsupportedDesignError
 from supernic.driver.server import DeviceServer, serving_in_thread
+from supernic.driver.state import register_of_port
 from supernic.driver.transport import RegisterBus, Response
 from supernic.hw.chain.spec import ChainError, load_chain, split_chain
 from supernic.hw.config import DesignConfig, load_config
 from supernic.hw.generate import design_description
 from supernic.hw.nic.classifier import ClassifierEntry, entry_layout
 from supernic.hw.nic.layout import NicShape
+from supernic.hw.nic.region import personality_block_name
 from supernic.hw.transform.statemap import StateMap
 from supernic.sim.csr_model import RegisterFileModel
 
@@ -88,6 +90,7 @@ class FakeNic(RegisterBus):
         # The state port of every (region, personality) under the transform: distinct words
         # per region, so a migration shows where the state came from.
         self.states = {}
+        self.shown = {}         # (NT block, register) -> ((region, chain), state item)
         self.order = {}         # (region, chain) -> the addresses, in the order the port moves
         self.cursor = {}        # region block -> the state port's address
         for block, chains in description.get("state_maps", {}).items():
@@ -96,6 +99,12 @@ class FakeNic(RegisterBus):
                 self.order[(r, chain)] = StateMap.from_json(raw).addresses()
                 self.states[(r, chain)] = {a: (7919 * (a + 1) * (r + 1)) & 0xFFFF_FFFF
                                            for a in self.order[(r, chain)]}
+                # A counter the state port does not read shows in its NT's register
+                # (hw/transform/inventory.py, find_counters): here, the port's words for it.
+                for item in StateMap.from_json(raw).shown():
+                    node, reg = register_of_port(item.port)
+                    self.shown[(personality_block_name(r, chain, node), reg)] = \
+                        ((r, chain), item)
 
     def image(self):
         return copy.deepcopy((self.model.values, self.tables, self.shadows, self.slots))
@@ -113,6 +122,10 @@ class FakeNic(RegisterBus):
         if word is not None and (word.block, word.register) == ("scheduler", "bucket_beats"):
             self.model.set_input("scheduler", "bucket_beats", self.loads.get(
                 self.model.get("scheduler", "bucket_select"), 0) % (1 << 32))
+        if word is not None and (word.block, word.register) in self.shown:
+            key, item = self.shown[(word.block, word.register)]
+            self.model.set_input(word.block, word.register, sum(
+                self.states[key][item.addr + w] << (32 * w) for w in range(item.words)))
         if word is not None and word.register == "state_rdata":
             self.model.set_input(word.block, "state_rdata",
                                  self._state(word.block)[self.cursor.get(word.block, 0)])

@@ -558,7 +558,7 @@ def test_a_multi_cycle_operation_drains_and_guards_its_state():
     assert "keystream.storage.rdport0" in guards
     assert not any(i.kind == "rdport" for i in smap.items)
     assert guards["previous"] == {"started"}
-    assert smap.live_bits == 401 and smap.chain_bits == 401
+    assert smap.live_bits == 401 and smap.chain_bits == 401 - 5 * 64     # 5 counters
     smap = state_map_of(FlowMonitor(64, **FlowMonitor.check_params({})))
     guards = {d["name"]: set(d["guards"]) for d in smap.dead}
     assert guards["clear_at"] == {"clearing"}
@@ -873,3 +873,85 @@ def test_parts_are_analysed_on_every_core_then_found_by_elaboration(tmp_path, mo
         raise AssertionError("analysed again instead of found in the cache")
     monkeypatch.setattr(liveness, "analyse", analysed)
     assert state_map_of(make(), state="boundary").to_json() == serial
+
+
+class Tally(wiring.Component):
+    """A one-beat stage with statistics: ``beats`` (64 bits) counts the beats taken,
+    ``total`` (40 bits) adds up their data, ``lasts`` counts packets but shows only its low
+    byte, and a beat leaves with its data XOR ``total``'s low byte, so the output depends on
+    ``total``. ``beats`` and ``total`` are counters a port shows; ``lasts`` is not (its port
+    is a slice of it) and stays in the scan chain."""
+
+    def __init__(self):
+        super().__init__({"i": In(stream.Signature(BEAT)), "o": Out(stream.Signature(BEAT)),
+                          "beats": Out(64), "total": Out(40), "lasts_low": Out(8)})
+
+    def elaborate(self, platform):
+        m = Module()
+        beat = Signal(BEAT)
+        valid = Signal()
+        total = Signal(40)
+        lasts = Signal(64)
+        m.d.comb += [self.i.ready.eq(~valid | self.o.ready), self.o.valid.eq(valid),
+                     self.o.payload.data.eq(beat.data ^ total[:8]),
+                     self.o.payload.last.eq(beat.last),
+                     self.total.eq(total), self.lasts_low.eq(lasts[:8])]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [beat.eq(self.i.payload), valid.eq(1),
+                         self.beats.eq(self.beats + 1), total.eq(total + self.i.payload.data)]
+            with m.If(self.i.payload.last):
+                m.d.sync += lasts.eq(lasts + 1)
+        with m.Elif(self.o.ready):
+            m.d.sync += valid.eq(0)
+        return m
+
+
+def tally_reference(beats):
+    total, out = 0, []
+    for value, last in beats:
+        total = (total + value) % 2 ** 40
+        out.append((value ^ (total & 0xFF), last))
+    return out
+
+
+def test_counters_are_read_through_their_ports_and_restored_by_adding():
+    """A counter that a port shows is not in the scan chain: a capture reads the port, and
+    writing its words restores it (a clear, then an add through its own adder). Stopped
+    at boundaries, every counter is set to random values through the state port and read
+    back through its port, then the capture is restored: the output (which depends on
+    ``total``) and the counters end as if never stopped."""
+    smap = state_map_of(Tally())
+    shown = {i.name: i.port for i in smap.shown()}
+    assert shown == {"beats": "beats", "total": "total"}
+    assert smap.find("lasts").in_chain and not smap.find("beats").in_chain
+    assert smap.live_bits == 64 + 64 + 40 + 1        # lasts, beats, total, valid
+    addrs, stops = smap.addresses(), []
+    dut = Yieldable(Tally())
+
+    async def read(ctx, y):
+        words = await _read(ctx, y, addrs)
+        return smap.fill_shown(words, {"beats": ctx.get(dut.beats),
+                                       "total": ctx.get(dut.total)})
+
+    async def interrupt(ctx, y, cycle, progress):
+        if cycle % 11:
+            return
+        await _stop(ctx, y, 1)
+        saved = await read(ctx, y)
+        for _ in range(3):
+            await ctx.tick()
+        assert await read(ctx, y) == saved, "a counter moved while stopped"
+        values = smap.decode(saved)
+        for name in shown:
+            values[name] = random.Random(cycle).getrandbits(smap.find(name).width)
+        junk = smap.encode(values)
+        await _write(ctx, y, addrs, junk)
+        assert await read(ctx, y) == junk
+        await _write(ctx, y, addrs, saved)
+        stops.append(smap.decode(saved)["beats"])
+        ctx.set(y.stop, 0)
+        await ctx.tick()
+
+    out, _ = _run_component(dut, BEATS, interrupt)
+    assert out == tally_reference(BEATS)
+    assert len(stops) >= 3 and stops == sorted(stops) and stops[-1] > 0

@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass, replace
 
 from amaranth.hdl import Cat, Fragment, Print, Shape, Signal, Value
-from amaranth.hdl._ast import Switch, _StatementList
+from amaranth.hdl._ast import Assign, Operator, Switch, _StatementList
+from amaranth.lib.wiring import Out
 from amaranth.hdl._mem import MemoryInstance
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
@@ -116,6 +117,10 @@ class Inventory:
     #: ``[(path, Fragment, Signal)]``: command flags (in the map): raised by a configuration
     #: strobe, they ask for configuration writes, so they run while configuration does.
     commands: list = ()
+    #: ``[(path, Fragment, Signal, port)]``: live flip-flops that only count (every
+    #: assignment adds to the value) and that the output port named ``port`` shows
+    #: (:meth:`find_counters`): read through the port, restored by adding.
+    counters: list = ()
 
     def keep_live(self, component, fragment, part=False):
         """Leave out of the map the flip-flops that are dead at a drained packet boundary
@@ -273,15 +278,64 @@ class Inventory:
             out[id(t.values)] = t.values
         return out
 
+    def find_counters(self, component, word_width):
+        """Find the counters a boundary map reaches without the scan chain (``counters``).
+
+        Why. An NT's statistics are 64-bit counters (three in every NT, eleven in the
+        checksum verifier), live at every boundary; in the scan chain each of their bits
+        costs a multiplexer in front of its adder's output, most of what is left of the
+        transform's area on the NTs that count most. But such a counter is readable already:
+        it is an ``R`` register, an output port the register file reads. So a capture reads
+        it there, and a restore needs no multiplexer either: the counter is cleared (a
+        synchronous reset, which the flip-flop has) when its first state word is written,
+        and the value is *added* when its last is, through the adder the counter has anyway
+        (its increment, 0 while frozen, or'd with the written value, 0 while running).
+
+        A counter here is a live flip-flop wider than a state word (the clear and the add
+        take two writes) whose every assignment adds to its own value (``c.eq(c + e)``,
+        under any conditions), and which an ``Out`` port of ``component`` shows: the port
+        is the flip-flop, or is driven from it by unconditional whole-signal ``comb``
+        assignments and nothing else. Only in the boundary map of a component without
+        traps (a trap freezes everything where it fires)."""
+        if self.mode != "boundary" or self.traps:
+            return
+        assigned, direct = {}, {}
+        for _path, frag in self.fragments:
+            stmts = frag.statements.get("comb", ())
+            for st in _assigns_in(stmts):
+                for sig in st.lhs._lhs_signals():
+                    assigned[id(sig)] = assigned.get(id(sig), 0) + 1
+            for st in stmts:
+                if (isinstance(st, Assign) and isinstance(st.lhs, Signal)
+                        and isinstance(st.rhs, Signal) and len(st.lhs) == len(st.rhs)):
+                    direct[id(st.lhs)] = st.rhs
+        shown = {}
+        for path, member, value in component.signature.flatten(component):
+            if member.flow != Out or not isinstance(value, Signal):
+                continue
+            sig, seen = value, set()
+            while assigned.get(id(sig)) == 1 and id(sig) in direct and id(sig) not in seen:
+                seen.add(id(sig))
+                sig = direct[id(sig)]
+            shown.setdefault(id(sig), ".".join(str(p) for p in path))
+        commands = {id(s) for _p, _f, s in self.commands}
+        self.counters = [
+            (path, frag, sig, shown[id(sig)]) for path, frag, sig in self.flip_flops
+            if id(sig) in shown and id(sig) not in commands and len(sig) > word_width
+            and _only_adds(frag.statements["sync"], sig)]
+
     def layout(self):
         """The sources of the state map's items, in map order: ``("ff", path, signal)`` for
         the scan chain's flip-flops, ``("rdport", path, memory, port index)`` for read-port
         data registers shadowed in the chain, ``("trap", path, signal)`` for the traps'
         flip-flops (by address), ``("reload", path, memory, port index)`` for read-port data
         registers restored through their memory (by address, see :meth:`_reloadable`),
-        ``("mem", path, memory)``."""
+        ``("counter", path, signal, port)`` for the counters read through a port (by
+        address, see :meth:`find_counters`), ``("mem", path, memory)``."""
         traps = self.trap_signals()
-        out = [("ff", path, sig) for path, _f, sig in self.flip_flops if id(sig) not in traps]
+        counted = {id(sig) for _p, _f, sig, _port in self.counters}
+        out = [("ff", path, sig) for path, _f, sig in self.flip_flops
+               if id(sig) not in traps and id(sig) not in counted]
         reloads = []
         for n, (path, mem) in enumerate(self.memories):
             for k, port in enumerate(mem._read_ports):
@@ -292,6 +346,7 @@ class Inventory:
                         out.append(("rdport", path, mem, k))
         out += [("trap", path, sig) for path, _f, sig in self.flip_flops if id(sig) in traps]
         out += reloads
+        out += [("counter", path, sig, port) for path, _f, sig, port in self.counters]
         out += [("mem", path, mem) for n, (path, mem) in enumerate(self.memories)
                 if n not in self.memories_out]
         return out
@@ -363,6 +418,13 @@ class Inventory:
             items.append(StateItem(_join(path, f"rdport{k}"), "rdport", w, addr, words(w)))
             addr += words(w)
         for entry in layout:
+            if entry[0] != "counter":
+                continue
+            _kind, path, sig, port = entry
+            items.append(StateItem(_join(path, sig.name), "ff", len(sig), addr, words(len(sig)),
+                                   init=sig.init & ((1 << len(sig)) - 1), port=port))
+            addr += words(len(sig))
+        for entry in layout:
             if entry[0] != "mem":
                 continue
             _kind, path, mem = entry
@@ -429,6 +491,41 @@ def _plan_from_json(raw):
     return (tuple(raw["dead"]), {int(k): tuple(v) for k, v in raw["guards"].items()},
             raw["why"], {(n, k): tuple(v) for n, k, v in raw["ports"]},
             tuple(raw["config"]), frozenset(raw["config_memories"]), tuple(raw["commands"]))
+
+
+def _assigns_in(stmts):
+    for st in stmts:
+        if isinstance(st, Switch):
+            for _p, body, _l in st.cases:
+                yield from _assigns_in(body)
+        elif isinstance(st, Assign):
+            yield st
+
+
+def _only_adds(stmts, sig):
+    """Whether every assignment to ``sig`` in ``stmts`` (at least one) is the whole
+    ``sig.eq(sig + e)``."""
+    found = False
+    for st in _assigns_in(stmts):
+        if not any(s is sig for s in st.lhs._lhs_signals()):
+            continue
+        if st.lhs is not sig or increment(st, sig) is None:
+            return False
+        found = True
+    return found
+
+
+def increment(assign, sig):
+    """``e`` of an assignment ``sig.eq(sig + e)`` (or ``e + sig``), an unsigned ``e`` that
+    does not read ``sig``; else None."""
+    rhs = assign.rhs
+    if not (isinstance(rhs, Operator) and rhs.operator == "+" and len(rhs.operands) == 2):
+        return None
+    a, b = rhs.operands
+    e = b if a is sig else a if b is sig else None
+    if e is None or e.shape().signed or any(s is sig for s in e._rhs_signals()):
+        return None
+    return e
 
 
 def _join(path, leaf=None):

@@ -59,7 +59,7 @@ def _rtl_map(design, yieldable):
     out = []
     for entry in inv.layout():
         kind, path = entry[0], entry[1]
-        if kind in ("ff", "trap"):
+        if kind in ("ff", "trap", "counter"):
             info = frags[path]
             out.append(replace(next(items), rtl=(*info.name[1:], info.signal_names[entry[2]])))
         elif kind == "rdport":

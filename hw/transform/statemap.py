@@ -3,7 +3,10 @@
 The state port is word-addressed (``word_width`` bits a word, 32 by default, the register bus
 width). The map lists three kinds of items, in address order:
 
-* ``ff``: a flip-flop register (an Amaranth ``Signal`` assigned in the ``sync`` domain);
+* ``ff``: a flip-flop register (an Amaranth ``Signal`` assigned in the ``sync`` domain). A
+  counter that an output port shows (``port``) is reached by address, after the traps and
+  the reloaded read ports: a capture reads it through the port (an NT's register), writing
+  its words restores it;
 * ``rdport``: the data register of a synchronous memory read port (what the design sees on the
   port's ``data`` until its next read), so a restored design sees the same read data. It is
   in the scan chain (a shadow register), or, where another port of its memory serves the
@@ -49,6 +52,11 @@ class StateItem:
     init: object = field(default=0, compare=False)
     #: The first bit in the scan chain (-1: reached by address).
     bit: int = -1
+    #: A counter read through this output port of the component (a dotted member path,
+    #: ``"csr.packets"``), not through the state port, whose words for it read as nothing
+    #: in particular; writing them restores it (hw/transform/inventory.py,
+    #: ``find_counters``). Empty: read through the state port.
+    port: str = ""
 
     @property
     def in_chain(self):
@@ -128,6 +136,25 @@ class StateMap:
     @property
     def words(self):
         return self.scan_words + sum(i.words * i.depth for i in self.items if not i.in_chain)
+
+    def shown(self):
+        """The items read through a port of the component (``port``), not the state port."""
+        return [i for i in self.items if i.port]
+
+    def fill_shown(self, words, values):
+        """``words`` (a capture in :meth:`addresses` order, or its start) with each
+        :meth:`shown` item's words taken from ``values`` (``{port: value}``, the ports read
+        while stopped)."""
+        where = {a: k for k, a in enumerate(self.addresses())}
+        mask = (1 << self.word_width) - 1
+        out = list(words)
+        for item in self.shown():
+            value = values[item.port]
+            for w in range(item.words):
+                k = where[item.addr + w]
+                if k < len(out):
+                    out[k] = (value >> (w * self.word_width)) & mask
+        return out
 
     def decode(self, words):
         """``{name: value}`` (a list of row values for memories) from a capture in

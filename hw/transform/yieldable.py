@@ -46,6 +46,15 @@ the component is stopped they may change, which the argument allows (their guard
 A component with ``Print`` traps freezes everything, since a trap stops it mid-packet. The
 full port (``state="full"``) keeps every flip-flop, for immediate stops.
 
+**Counters** (boundary state): a live counter that an output port shows (an NT's statistics,
+``R`` registers the register file reads) is not in the scan chain. Software reads it where
+it reads it anyway, through the port's register (``StateItem.port``; the state port's words
+for it read as nothing in particular); writing its words restores it: the first clears it
+(a synchronous reset), the last adds the value through the counter's own adder, whose other
+operand is its increment while running and the written value in that one cycle. No
+multiplexer in front of its bits, which in the chain cost about a LUT a bit (inventory.py,
+``find_counters``).
+
 While frozen, the output streams withdraw ``valid`` (an offered beat is offered again, unchanged,
 after resume): this bends the stream contract's "valid stays until taken" rule, which only an
 immediate stop does; the packet-boundary stop never has a beat on offer when it freezes.
@@ -56,7 +65,7 @@ from amaranth.hdl._ast import Assign, Switch, _StatementList
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .inventory import TransformError, rewrite_prints, take_inventory
+from .inventory import TransformError, increment, rewrite_prints, take_inventory
 
 __all__ = ["Yieldable", "YieldSignature", "TransformError", "state_map_of", "STATE_MODES"]
 
@@ -84,10 +93,10 @@ STATE_MODES = ("full", "boundary")
 def state_map_of(component, word_width=32, state="boundary"):
     """The state map ``Yieldable(component, state=state)`` will have (elaborates
     ``component`` once)."""
-    return _inventory(component, state)[0].state_map(word_width)
+    return _inventory(component, state, word_width)[0].state_map(word_width)
 
 
-def _inventory(component, state, plan=None, platform=None):
+def _inventory(component, state, word_width, plan=None, platform=None):
     """``(inventory, fragment, plan)`` of a fresh elaboration of ``component``."""
     if state not in STATE_MODES:
         raise TransformError(f"state must be one of {', '.join(STATE_MODES)}, not {state!r}")
@@ -98,6 +107,7 @@ def _inventory(component, state, plan=None, platform=None):
             plan = inv.keep_live(component, frag)
         else:
             inv.apply_plan(plan)
+        inv.find_counters(component, word_width)
     return inv, frag, plan
 
 
@@ -149,6 +159,29 @@ def _frozen_set(fragments, live):
         frozen |= more
 
 
+def _increment(stmts, sig):
+    """A signal for what the counter ``sig`` adds this cycle, as wide as its widest
+    increment in ``stmts``."""
+    width = max(len(increment(st, sig)) for st in _assigns(stmts) if st.lhs is sig)
+    return Signal(width, name=f"{sig.name}_inc")
+
+
+def _as_increments(stmts, sig, inc):
+    """``stmts`` (sync) with every ``sig.eq(sig + e)`` turned into ``inc.eq(e)`` and
+    everything else dropped, under the same conditions: comb statements that make ``inc``
+    what the counter would add (0 where it would keep its value)."""
+    out = []
+    for st in stmts:
+        if isinstance(st, Switch):
+            cases = [(patterns, _as_increments(body, sig, inc), loc)
+                     for patterns, body, loc in st.cases]
+            if any(body for _p, body, _l in cases):
+                out.append(Switch(st.test, cases, src_loc=st.src_loc))
+        elif isinstance(st, Assign) and st.lhs is sig:
+            out.append(inc.eq(increment(st, sig)))
+    return _StatementList(out)
+
+
 def _assigns(stmts):
     for st in stmts:
         if isinstance(st, Switch):
@@ -171,7 +204,7 @@ class Yieldable(wiring.Component):
         self.state = state
         # The liveness analysis runs once; each elaboration reuses its plan (the inventory's
         # order is repeatable, which elaborate() checks).
-        inv, _frag, self._plan = _inventory(component, state)
+        inv, _frag, self._plan = _inventory(component, state, word_width)
         self.state_map = inv.state_map(word_width)
         self.inventory = None       # of the last elaboration: the signals behind the map
         self.read_port_signals = []  # of the last elaboration: what each rdport item reads
@@ -184,7 +217,7 @@ class Yieldable(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W = self.word_width
-        inv, frag, _plan = _inventory(self.component, self.state, self._plan, platform)
+        inv, frag, _plan = _inventory(self.component, self.state, W, self._plan, platform)
         smap = inv.state_map(W)
         if not smap.same_layout(self.state_map):
             raise TransformError(f"{type(self.component).__name__} elaborated to different "
@@ -213,6 +246,23 @@ class Yieldable(wiring.Component):
         shift = Signal()
         config_run = Signal()
         m.d.comb += config_run.eq(run | (stopped & home & ~shift & ~trapped))
+        # Counters (inventory.py, find_counters): their assignments leave the design's
+        # statements; what each would add this cycle becomes a comb signal under the same
+        # conditions, added below by one statement that also restores the counter.
+        increments = {}     # id(counter) -> its increment this cycle
+        counted = {id(sig) for _p, _f, sig, _port in inv.counters}
+        for _path, f in inv.fragments:
+            if "sync" not in f.statements or not counted:
+                continue
+            mine, rest = _split(f.statements["sync"], counted)
+            if not mine:
+                continue
+            f.statements["sync"] = rest
+            for _p, owner, sig, _port in inv.counters:
+                if owner is f:
+                    inc = _increment(mine, sig)
+                    f.add_statements("comb", *_as_increments(mine, sig, inc))
+                    increments[id(sig)] = inc
         if inv.mode == "full" or traps:
             freeze = None
         else:
@@ -320,8 +370,9 @@ class Yieldable(wiring.Component):
         # from the end of one to the start of the next, and from the last back to 0.
         # The traps' words and the reloaded read ports' words are one region, in that order.
         reload_entries = [e for e in layout if e[0] == "reload"]
+        counter_entries = [e for e in layout if e[0] == "counter"]
         addressed = [items[id(e)] for e in layout if e[0] == "trap"] + \
-            [items[id(e)] for e in reload_entries]
+            [items[id(e)] for e in reload_entries] + [items[id(e)] for e in counter_entries]
         mem_entries = [e for e in layout if e[0] == "mem"]
         starts = ([0] if S else []) + ([addressed[0].addr] if addressed else []) + \
             [items[id(e)].addr for e in mem_entries]
@@ -383,7 +434,8 @@ class Yieldable(wiring.Component):
         # port reads it back. The memory's own rows come later in the pass: row 0 gets its
         # captured value again. This replaces a shadow register in the scan chain and a
         # multiplexer in front of everything the design reads from the port.
-        max_row_words = max((items[id(e)].words for e in mem_entries), default=1)
+        max_row_words = max((items[id(e)].words for e in [*mem_entries, *counter_entries]),
+                            default=1)
         rowbuf = Signal(max(1, (max_row_words - 1) * W))
         reload_commit = {}      # id(memory) -> this cycle's commits into its row 0
         reload_read = {}        # id(port) -> the cycle after its commit
@@ -403,6 +455,42 @@ class Yieldable(wiring.Component):
             m.d.sync += again.eq(commit)
             reload_commit.setdefault(id(mem), []).append(commit)
             reload_read[id(mem._read_ports[k])] = again
+        # -- counters, read through their ports, restored by adding (find_counters) ---------
+        # The first word's write clears the counter (a synchronous reset) and, like every
+        # word before the last, goes to the row buffer; the last word's write adds the whole
+        # value. The operand is shared by every counter of as many words, and is 0 except
+        # in a cycle that adds one; a counter's own increment is 0 while frozen. Its words
+        # read through the state port as nothing in particular (the port shows it).
+        adds = {}           # words -> [this cycle's add strobes]
+        for entry in counter_entries:
+            item = items[id(entry)]
+            for w in range(item.words - 1):
+                with m.If(wr & (cur == item.addr + w)):
+                    m.d.sync += rowbuf[w * W:(w + 1) * W].eq(y.wdata)
+            adds.setdefault(item.words, []).append(
+                Signal(name=f"counter_add_{item.addr}"))
+        operands = {}
+        for n, strobes in adds.items():
+            operands[n] = Signal(n * W, name=f"counter_operand{n}")
+            m.d.comb += operands[n].eq(Mux(Cat(*strobes).any(),
+                                           Cat(rowbuf[:(n - 1) * W], y.wdata), 0))
+        taken = {n: iter(strobes) for n, strobes in adds.items()}
+        owner = {id(sig): f for _path, f, sig, _port in inv.counters}
+        for entry in counter_entries:
+            _kind, _path, sig, _port = entry
+            item = items[id(entry)]
+            add = next(taken[item.words])
+            clear = Signal(name=f"counter_clear_{item.addr}")
+            m.d.comb += [clear.eq(wr & (cur == item.addr)),
+                         add.eq(wr & (cur == item.addr + item.words - 1))]
+            scratch = Module()
+            with scratch.If(clear):
+                scratch.d.sync += sig.eq(0)
+            with scratch.Elif(run | add):
+                scratch.d.sync += sig.eq(
+                    sig + (Mux(run, increments[id(sig)], 0) | operands[item.words]))
+            owner[id(sig)].add_statements("sync",
+                                          *Fragment.get(scratch, None).statements["sync"])
         if addressed_words:
             with m.Switch(cur):
                 for addr, value in addressed_words:

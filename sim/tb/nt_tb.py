@@ -141,11 +141,12 @@ async def random_traffic(dut):
 
 
 async def check_random_traffic(dut, during=None, slack=0):
-    """The ``random_traffic`` test. ``during(rng, report, finished, configure)``, if given, is
-    a coroutine function run beside the traffic: it must return soon after ``finished()``
-    becomes true (the last packet is out) and may put figures in ``report`` (a dict added to
-    the result); ``configure()`` writes the NT's configuration registers again; ``slack``:
-    cycles it may add to the run."""
+    """The ``random_traffic`` test. ``during(rng, report, finished, configure, bus, regmap)``,
+    if given, is a coroutine function run beside the traffic: it must return soon after
+    ``finished()`` becomes true (the last packet is out) and may put figures in ``report`` (a
+    dict added to the result); ``configure()`` writes the NT's configuration registers again;
+    ``bus`` and ``regmap`` reach the registers (nothing else uses the bus meanwhile);
+    ``slack``: cycles it may add to the run."""
     design, bus, blocks = await _setup(dut)
     cfg, nt = design["config"], design["nt"]
     width, hbytes = cfg["data_width"], cfg["header_bytes"]
@@ -178,7 +179,7 @@ async def check_random_traffic(dut, during=None, slack=0):
             await write_register(bus, regmap, "nt", reg, value)
     if during is not None:
         side_task = cocotb.start_soon(during(random.Random(seed ^ 0x51DE), side,
-                                             lambda: bool(done), configure))
+                                             lambda: bool(done), configure, bus, regmap))
     await harness.run(beats, len(frames), pattern(_env("SNIC_IDLE", "random"), rng),
                       pattern(_env("SNIC_BACKPRESSURE", "random"), rng),
                       max_cycles=40 * len(beats) + 20_000 + slack, on_packet=on_packet)

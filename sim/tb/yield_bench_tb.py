@@ -65,6 +65,7 @@ async def yield_costs(dut):
     port = StatePort(dut)        # drives every yld input to 0 before the reset
     await start_and_reset(dut)
     bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
+    port.bus, port.regmap = bus, design["registers"]
     check_supported(await discover(bus))
     beats = await saturation_traffic(bus, design, size, n)
 

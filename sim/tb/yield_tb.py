@@ -34,6 +34,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import read_register, write_register
+from supernic.driver.state import register_of_port
 from supernic.hw.nt.task import model_class, task_class
 from supernic.hw.parser.meta import meta_layout
 from supernic.hw.transform.statemap import StateMap
@@ -47,8 +48,12 @@ class StatePort:
     """Lean driver of a transformed component's ``yld`` port: one seek, then one word a cycle
     in the state map's address order (the port's address moves on by itself)."""
 
-    def __init__(self, dut, prefix="yld"):
+    def __init__(self, dut, prefix="yld", bus=None, regmap=None):
         self.dut = dut
+        # The register bus reads the counters a port shows (hw/transform/inventory.py,
+        # find_counters), in the shell's "nt" block, as the driver does in a NIC.
+        self.bus, self.regmap = bus, regmap
+        self.smap = StateMap.from_json(_design()["state_map"])
         self.clk = dut.clk
         self.edge = RisingEdge(dut.clk)
         sig = {n: getattr(dut, f"{prefix}__{n}") for n in (
@@ -112,7 +117,14 @@ class StatePort:
             if k:
                 out.append(int(self.rdata.value))
         self.next.value = 0
-        return out
+        shown = {}
+        for item in self.smap.shown():
+            if self.bus is None:
+                raise RuntimeError("this state map has counters read through registers: "
+                                   "give the StatePort the register bus")
+            _node, reg = register_of_port(item.port)
+            shown[item.port] = await read_register(self.bus, self.regmap, "nt", reg)
+        return self.smap.fill_shown(out, shown) if shown else out
 
     async def write_words(self, addrs, words):
         """Write ``words`` at ``addrs`` (in map order), one a cycle."""
@@ -164,8 +176,8 @@ async def interrupted_traffic(dut):
     interrupts = _env("SNIC_INTERRUPTS", 4, int)
     golden_checks = _env("SNIC_GOLDEN_CHECKS", 2, int)
 
-    async def interrupter(rng, report, finished, configure):
-        port = StatePort(dut)
+    async def interrupter(rng, report, finished, configure, bus, regmap):
+        port = StatePort(dut, bus=bus, regmap=regmap)
         stats = report.setdefault("transform", {
             "state_words": len(addrs), "state_bits": smap.bits, "stops": 0,
             "boundary_stops": 0, "stop_latency_max": 0, "golden_compared": 0,
@@ -253,8 +265,8 @@ async def boundary_soundness(dut):
                 bits += d["width"]
         return bits
 
-    async def interrupter(rng, report, finished, configure):
-        port = StatePort(dut)
+    async def interrupter(rng, report, finished, configure, bus, regmap):
+        port = StatePort(dut, bus=bus, regmap=regmap)
         stats = report.setdefault("transform", {
             "mode": smap.mode, "state_words": len(addrs), "live_bits": smap.live_bits,
             "all_flip_flop_bits": smap.all_flip_flop_bits, "dead": len(smap.dead),
@@ -296,7 +308,8 @@ async def _start(dut):
     smap = StateMap.from_json(design["state_map"])
     return (bus, nt, task_class(nt["kind"]), cfg["data_width"], cfg["header_bytes"],
             design["registers"], smap, smap.addresses(), _env("SNIC_SEED", 1, int),
-            _env("SNIC_PACKETS", 300, int), StatePort(dut), meta_layout(cfg["header_bytes"]))
+            _env("SNIC_PACKETS", 300, int), StatePort(dut, bus=bus, regmap=design["registers"]),
+            meta_layout(cfg["header_bytes"]))
 
 
 @cocotb.test()

@@ -20,10 +20,24 @@ registers, memory rows), so software can read what the hardware held.
 import asyncio
 import time
 
+from ..hw.nic.region import personality_block_name
 from ..hw.transform.statemap import StateMap
 from .discovery import read_register, write_register
 
-__all__ = ["RegionState", "StateError", "service_traps"]
+__all__ = ["RegionState", "StateError", "service_traps", "register_of_port"]
+
+
+def register_of_port(port):
+    """``(node, register)`` behind a state item's ``port`` (hw/transform/statemap.py): the
+    register an NT's ``R`` register port shows. An NT alone names it ``csr.<register>``
+    (node None: its block is the design's ``nt``); a region's personality
+    ``csr_<node>.<register>`` (hw/nic/region.py, ``Personality``)."""
+    head, _, reg = port.partition(".")
+    if head == "csr" and reg:
+        return None, reg
+    if head.startswith("csr_") and reg:
+        return head[4:], reg
+    raise StateError(f"state item port {port!r} is not an NT's register port")
 
 
 class StateError(RuntimeError):
@@ -133,6 +147,14 @@ class RegionState:
         if addrs:
             await self._go(addrs[0], "capturing its state")
         words = [await self._read("state_rdata") for _ in addrs]
+        # The counters a port shows are read where software reads them anyway, in their
+        # NTs' register blocks (hw/transform/inventory.py, find_counters).
+        shown = {}
+        for item in smap.shown():
+            node, reg = register_of_port(item.port)
+            block = personality_block_name(self.region, name, node)
+            shown[item.port] = await read_register(self.bus, self.regmap, block, reg)
+        words = smap.fill_shown(words, shown)
         return {"region": self.region, "personality": name, "build_id": self.build_id,
                 "words": words, "values": _jsonable(smap.decode(words))}
 

@@ -96,12 +96,13 @@ class FakeNic(RegisterBus):
         for block, chains in description.get("state_maps", {}).items():
             r = int(block[6:])
             for chain, raw in chains.items():
-                self.order[(r, chain)] = StateMap.from_json(raw).addresses()
+                smap = StateMap.from_json(raw)
+                self.order[(r, chain)] = smap.addresses()
                 self.states[(r, chain)] = {a: (7919 * (a + 1) * (r + 1)) & 0xFFFF_FFFF
                                            for a in self.order[(r, chain)]}
                 # A counter the state port does not read shows in its NT's register
                 # (hw/transform/inventory.py, find_counters): here, the port's words for it.
-                for item in StateMap.from_json(raw).shown():
+                for item in smap.shown():
                     node, reg = register_of_port(item.port)
                     self.shown[(personality_block_name(r, chain, node), reg)] = \
                         ((r, chain), item)

@@ -302,7 +302,7 @@ class Inventory:
         assigned, direct = {}, {}
         for _path, frag in self.fragments:
             stmts = frag.statements.get("comb", ())
-            for st in _assigns_in(stmts):
+            for st in assigns(stmts):
                 for sig in st.lhs._lhs_signals():
                     assigned[id(sig)] = assigned.get(id(sig), 0) + 1
             for st in stmts:
@@ -493,11 +493,12 @@ def _plan_from_json(raw):
             tuple(raw["config"]), frozenset(raw["config_memories"]), tuple(raw["commands"]))
 
 
-def _assigns_in(stmts):
+def assigns(stmts):
+    """Every assignment in ``stmts``, at any depth of ``Switch``."""
     for st in stmts:
         if isinstance(st, Switch):
             for _p, body, _l in st.cases:
-                yield from _assigns_in(body)
+                yield from assigns(body)
         elif isinstance(st, Assign):
             yield st
 
@@ -506,7 +507,7 @@ def _only_adds(stmts, sig):
     """Whether every assignment to ``sig`` in ``stmts`` (at least one) is the whole
     ``sig.eq(sig + e)``."""
     found = False
-    for st in _assigns_in(stmts):
+    for st in assigns(stmts):
         if not any(s is sig for s in st.lhs._lhs_signals()):
             continue
         if st.lhs is not sig or increment(st, sig) is None:

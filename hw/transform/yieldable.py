@@ -65,7 +65,7 @@ from amaranth.hdl._ast import Assign, Switch, _StatementList
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .inventory import TransformError, increment, rewrite_prints, take_inventory
+from .inventory import TransformError, assigns, increment, rewrite_prints, take_inventory
 
 __all__ = ["Yieldable", "YieldSignature", "TransformError", "state_map_of", "STATE_MODES"]
 
@@ -150,7 +150,7 @@ def _frozen_set(fragments, live):
             stmts = f.statements.get("sync")
             if stmts is None:
                 continue
-            for st in _assigns(stmts):
+            for st in assigns(stmts):
                 ids = {id(s) for s in st.lhs._lhs_signals()}
                 if ids & frozen and not ids <= frozen:
                     more |= ids - frozen
@@ -162,7 +162,7 @@ def _frozen_set(fragments, live):
 def _increment(stmts, sig):
     """A signal for what the counter ``sig`` adds this cycle, as wide as its widest
     increment in ``stmts``."""
-    width = max(len(increment(st, sig)) for st in _assigns(stmts) if st.lhs is sig)
+    width = max(len(increment(st, sig)) for st in assigns(stmts) if st.lhs is sig)
     return Signal(width, name=f"{sig.name}_inc")
 
 
@@ -180,15 +180,6 @@ def _as_increments(stmts, sig, inc):
         elif isinstance(st, Assign) and st.lhs is sig:
             out.append(inc.eq(increment(st, sig)))
     return _StatementList(out)
-
-
-def _assigns(stmts):
-    for st in stmts:
-        if isinstance(st, Switch):
-            for _p, body, _l in st.cases:
-                yield from _assigns(body)
-        elif isinstance(st, Assign):
-            yield st
 
 
 class Yieldable(wiring.Component):
@@ -461,36 +452,32 @@ class Yieldable(wiring.Component):
         # value. The operand is shared by every counter of as many words, and is 0 except
         # in a cycle that adds one; a counter's own increment is 0 while frozen. Its words
         # read through the state port as nothing in particular (the port shows it).
-        adds = {}           # words -> [this cycle's add strobes]
+        adds = {}           # words -> [this cycle's add strobes of counters of as many]
+        strobes = {}        # id(counter) -> (clear, add, its words)
         for entry in counter_entries:
-            item = items[id(entry)]
+            sig, item = entry[2], items[id(entry)]
             for w in range(item.words - 1):
                 with m.If(wr & (cur == item.addr + w)):
                     m.d.sync += rowbuf[w * W:(w + 1) * W].eq(y.wdata)
-            adds.setdefault(item.words, []).append(
-                Signal(name=f"counter_add_{item.addr}"))
-        operands = {}
-        for n, strobes in adds.items():
-            operands[n] = Signal(n * W, name=f"counter_operand{n}")
-            m.d.comb += operands[n].eq(Mux(Cat(*strobes).any(),
-                                           Cat(rowbuf[:(n - 1) * W], y.wdata), 0))
-        taken = {n: iter(strobes) for n, strobes in adds.items()}
-        owner = {id(sig): f for _path, f, sig, _port in inv.counters}
-        for entry in counter_entries:
-            _kind, _path, sig, _port = entry
-            item = items[id(entry)]
-            add = next(taken[item.words])
             clear = Signal(name=f"counter_clear_{item.addr}")
+            add = Signal(name=f"counter_add_{item.addr}")
             m.d.comb += [clear.eq(wr & (cur == item.addr)),
                          add.eq(wr & (cur == item.addr + item.words - 1))]
+            adds.setdefault(item.words, []).append(add)
+            strobes[id(sig)] = clear, add, item.words
+        operands = {}       # a signal, so every counter shares one multiplexer
+        for n, a in adds.items():
+            operands[n] = Signal(n * W, name=f"counter_operand{n}")
+            m.d.comb += operands[n].eq(Mux(Cat(*a).any(), Cat(rowbuf[:(n - 1) * W], y.wdata), 0))
+        for _path, owner, sig, _port in inv.counters:
+            clear, add, words = strobes[id(sig)]
             scratch = Module()
             with scratch.If(clear):
                 scratch.d.sync += sig.eq(0)
             with scratch.Elif(run | add):
-                scratch.d.sync += sig.eq(
-                    sig + (Mux(run, increments[id(sig)], 0) | operands[item.words]))
-            owner[id(sig)].add_statements("sync",
-                                          *Fragment.get(scratch, None).statements["sync"])
+                scratch.d.sync += sig.eq(sig + (Mux(run, increments[id(sig)], 0)
+                                                 | operands[words]))
+            owner.add_statements("sync", *Fragment.get(scratch, None).statements["sync"])
         if addressed_words:
             with m.Switch(cur):
                 for addr, value in addressed_words:

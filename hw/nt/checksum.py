@@ -33,7 +33,7 @@ rule 3), with ``length_error`` (the IP length claims bytes the frame lacks, so t
 be formed) or ``keep_error``, frames longer than ``max_frame_bytes`` (counted in ``oversize``),
 and packets with nothing to check or fill all pass unchanged and count as skipped.
 
-How. Beats enter a ring buffer (a :class:`~amaranth.lib.memory.Memory` of twice
+How. Beats enter a ring buffer (an ``amaranth.lib.fifo`` FIFO of twice
 ``max_frame_bytes``, so one packet can leave while the next arrives) and, at the same time, a
 summing pipeline that never stalls: stage 1 sums each beat over six byte ranges (per layer: the
 IPv4 header, the pseudo-header addresses, the L4 datagram; each the difference of two prefix
@@ -57,7 +57,6 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo
-from amaranth.lib.memory import Memory
 
 from ..csr.registers import R, RW, Register
 from ..parser.meta import TAIL_FLAGS, L3Kind, L4Kind
@@ -288,35 +287,32 @@ class _ChecksumTask(NetworkTask):
         meta_shape = self.meta_layout
         max_beats = self.p["max_frame_bytes"] // nbytes
         ring_depth = pow2_at_least(2 * max_beats)
-        ring_bits = _log2(ring_depth)
         desc_depth = 16
         beat_bits = max_beats.bit_length()
         beat_max = 2 ** beat_bits - 1
         pos_bits = 17                       # l3_off + 40 + a 16-bit IP length
 
         # --- input: ring write, oversize cut, words picked from the beats -------------------
-        ring = Memory(shape=W + nbytes + 1 + len(TAIL_FLAGS), depth=ring_depth, init=[])
+        # The ring is a FIFO (amaranth.lib.fifo): one beat more than ``ring_depth`` with its
+        # output register, the reader's pre-fetched beat. As a library FIFO its storage is
+        # known to hold nothing a future read returns once it is empty, so the
+        # state-yielding transform leaves the rows out of the state (inventory.py).
+        ring = fifo.SyncFIFOBuffered(width=W + nbytes + 1 + len(TAIL_FLAGS),
+                                     depth=ring_depth + 1)
         m.submodules.ring = ring
-        wr = ring.write_port()
-        rd = ring.read_port(domain="sync")
-        wr_ptr = Signal(ring_bits + 1)
-        rd_ptr = Signal(ring_bits + 1)
         in_flight = Signal(range(desc_depth + 1))
         desc_pop = Signal()
         handoff = Signal()
-        m.d.comb += self.i.ready.eq(((wr_ptr - rd_ptr)[:ring_bits + 1] < ring_depth)
-                                    & (in_flight < desc_depth))
+        m.d.comb += self.i.ready.eq(ring.w_rdy & (in_flight < desc_depth))
         take = Signal()
         m.d.comb += take.eq(self.i.valid & self.i.ready)
         ip = self.i.p
         imeta = ip.meta
         m.d.comb += [
-            wr.addr.eq(wr_ptr[:ring_bits]), wr.en.eq(take),
-            wr.data.eq(Cat(ip.data, ip.keep, ip.last,
-                           *(getattr(imeta.flags, f) for f in TAIL_FLAGS))),
+            ring.w_en.eq(take),
+            ring.w_data.eq(Cat(ip.data, ip.keep, ip.last,
+                               *(getattr(imeta.flags, f) for f in TAIL_FLAGS))),
         ]
-        with m.If(take):
-            m.d.sync += wr_ptr.eq(wr_ptr + 1)
         m.d.sync += in_flight.eq(in_flight + handoff - desc_pop)
 
         in_beat = Signal(beat_bits)
@@ -629,19 +625,13 @@ class _ChecksumTask(NetworkTask):
 
         # --- output: read the ring ahead, wait for the descriptor, patch ----------------------
         desc = desc_layout(desc_fifo.r_data)
-        have = Signal()             # rd.data holds a beat not yet sent
-        out_data = rd.data[:W]
-        out_keep = rd.data[W:W + nbytes]
-        out_last = rd.data[W + nbytes]
-        out_tail = rd.data[W + nbytes + 1:]
-        m.d.comb += self.o.valid.eq(have & desc_fifo.r_rdy)
+        out_data = ring.r_data[:W]
+        out_keep = ring.r_data[W:W + nbytes]
+        out_last = ring.r_data[W + nbytes]
+        out_tail = ring.r_data[W + nbytes + 1:]
+        m.d.comb += self.o.valid.eq(ring.r_rdy & desc_fifo.r_rdy)
         out_take = self.o.valid & self.o.ready
-        fetch = Signal()
-        m.d.comb += [fetch.eq(~have | out_take), rd.en.eq(fetch), rd.addr.eq(rd_ptr[:ring_bits])]
-        with m.If(fetch):
-            m.d.sync += have.eq(rd_ptr != wr_ptr)
-            with m.If(rd_ptr != wr_ptr):
-                m.d.sync += rd_ptr.eq(rd_ptr + 1)
+        m.d.comb += ring.r_en.eq(out_take)
         out_beat = Signal(beat_bits)
         with m.If(out_take):
             m.d.sync += out_beat.eq(Mux(out_last, 0, Mux(out_beat == beat_max, out_beat,

@@ -9,6 +9,7 @@ Example (``chains/default.toml``)::
     [parser]
     header_bytes = 256
     walk_steps = 11
+    ext_headers = 4        # IP extension headers walked per layer (RFC 8200 section 4)
 
     [chains]
     specs = ["web", "monitoring"]   # chain specifications: a path relative to this file,
@@ -65,6 +66,7 @@ class DesignConfig:
     data_width: int = 512
     header_bytes: int = 256
     walk_steps: int = 11
+    ext_headers: int = 4
     chains: tuple = ()
     tenants: int = 4
     ports: int = 2
@@ -97,6 +99,9 @@ class DesignConfig:
         if not isinstance(self.walk_steps, int) or not 1 <= self.walk_steps <= 32:
             raise ConfigError(f"parser.walk_steps must be an integer from 1 to 32, "
                               f"not {self.walk_steps!r}")
+        if not isinstance(self.ext_headers, int) or not 0 <= self.ext_headers <= 15:
+            raise ConfigError(f"parser.ext_headers must be an integer from 0 to 15, "
+                              f"not {self.ext_headers!r}")
         if isinstance(self.chains, list):
             object.__setattr__(self, "chains", tuple(self.chains))
         if not isinstance(self.chains, tuple) or not all(
@@ -214,7 +219,8 @@ class DesignConfig:
         return DesignConfig(**{**asdict(self), **changes})
 
 
-_KNOWN = {"design": {"name", "data_width"}, "parser": {"header_bytes", "walk_steps"},
+_KNOWN = {"design": {"name", "data_width"},
+          "parser": {"header_bytes", "walk_steps", "ext_headers"},
           "chains": {"specs"},
           "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
                   "region_fifo_beats", "classifier_entries", "table_size", "policies",

@@ -152,7 +152,8 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
         _write(v, verilog.convert(top, name=name, emit_src=False))
         description = {
             "config": {k: getattr(chain_config, k) for k in ("name", "data_width",
-                                                             "header_bytes", "walk_steps")},
+                                                             "header_bytes", "walk_steps",
+                                                             "ext_headers")},
             "build_id": chain_config.build_id, "top": name, "chain": spec.source,
             "tenant": {"name": spec.name, "doc": spec.doc, "keys": spec.keys,
                        "scope": spec.scope.value,

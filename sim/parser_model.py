@@ -6,7 +6,8 @@ packet (see ``tests/test_parser_hw.py``); scapy checks the model (``tests/test_p
 """
 
 from ..hw.parser.headers import (
-    HEADERS_BY_NAME, FIRST_HEADER, LAYERS, LengthFrom, Offset, EndOf, HeaderLength)
+    HEADERS_BY_NAME, FIRST_HEADER, LAYERS, DEFAULT_EXT_HEADERS, LengthFrom, Offset, EndOf,
+    HeaderLength, DatagramLeft)
 from ..hw.parser.meta import (
     meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS)
 from .layout_codec import zero
@@ -50,12 +51,14 @@ def _set_slot(meta, slot, index, value, mode):
 class ParserModel:
     """``parse(frame)`` returns the metadata dict the hardware gives on the packet's last beat."""
 
-    def __init__(self, header_bytes=DEFAULT_HEADER_BYTES, walk_steps=DEFAULT_WALK_STEPS):
+    def __init__(self, header_bytes=DEFAULT_HEADER_BYTES, walk_steps=DEFAULT_WALK_STEPS,
+                 ext_headers=DEFAULT_EXT_HEADERS):
         if header_bytes < RUNT_BYTES:
             raise ValueError(f"Header window must be at least {RUNT_BYTES} bytes, "
                              f"not {header_bytes!r}")
         self.header_bytes = header_bytes
         self.walk_steps = walk_steps
+        self.ext_headers = ext_headers
         self.layout = meta_layout(header_bytes)
         self._slot_max = {}
 
@@ -70,19 +73,25 @@ class ParserModel:
         ended = length <= self.header_bytes
         if ended and length < RUNT_BYTES:
             flags["runt"] = 1
-        off, layer, counts = 0, 0, {}
+        off, layer, counts, groups, dgram_end = 0, 0, {}, {}, None
         kind = HEADERS_BY_NAME[FIRST_HEADER]
         for step in range(self.walk_steps):
             h = kind
             if trace is not None:
                 trace.append((step, h.name, layer, off))
+            if h.group is not None:
+                if groups.get(h.group, 0) >= self.ext_headers:
+                    flags["too_deep"] = 1
+                    kind = None
+                    break
+                groups[h.group] = groups.get(h.group, 0) + 1
             fixed = h.fixed_bytes
             if off + fixed > avail:
                 flags["truncated" if ended else "too_deep"] = 1
                 kind = None
                 break
             fields = _extract(h, frame[off:off + fixed])
-            hlen = (fields[h.length.field] * h.length.scale
+            hlen = (h.length.bytes(fields[h.length.field])
                     if isinstance(h.length, LengthFrom) else fixed)
             nth = counts.get(h.name, 0)
             for b in h.binds:
@@ -100,11 +109,17 @@ class ParserModel:
                     v = b.value
                 _set_slot(meta, b.slot, layer if b.per_layer else None, v, b.mode)
             counts[h.name] = min(nth + 1, 3)
+            if h.datagram is not None:
+                dgram_end = off + h.datagram.extra + fields[h.datagram.field]
             failed = last = False
             for c in h.checks:
-                ref = hlen if isinstance(c.value, HeaderLength) else c.value
-                got = fields[c.field]
-                ok = {"==": got == ref, ">=": got >= ref, "has": (got & ref) == ref}[c.op]
+                got = hlen if isinstance(c.field, HeaderLength) else fields[c.field]
+                if isinstance(c.value, DatagramLeft):
+                    ok = dgram_end is None or off + got <= dgram_end
+                else:
+                    ref = hlen if isinstance(c.value, HeaderLength) else c.value
+                    ok = {"==": got == ref, ">=": got >= ref, "<=": got <= ref,
+                          "has": (got & ref) == ref}[c.op]
                 if not ok:
                     flags[c.flag] = 1
                     if c.flag in ERROR_FLAGS:
@@ -130,7 +145,7 @@ class ParserModel:
                 break
             if h.tunnel:
                 layer += 1
-                counts = {}
+                counts, groups, dgram_end = {}, {}, None
                 if layer >= LAYERS:
                     flags["too_deep"] = 1
                     kind = None

@@ -56,7 +56,16 @@ PROTO_TCP = 6
 PROTO_UDP = 17
 PROTO_GRE = 47
 PROTO_ICMPV6 = 58
+PROTO_ESP = 50  # RFC 4303: the rest is encrypted
 PROTO_EXPERIMENTAL = 253  # RFC 3692 "use for experimentation and testing"
+# IPv6 extension headers (RFC 8200 section 4) and the Authentication Header (RFC 4302).
+EXT_HOP_BY_HOP = 0
+EXT_ROUTING = 43
+EXT_FRAGMENT = 44
+EXT_AH = 51
+EXT_DEST_OPTS = 60
+_EXT_NAMES = {EXT_HOP_BY_HOP: "hbh", EXT_ROUTING: "routing", EXT_FRAGMENT: "frag6",
+              EXT_AH: "ah", EXT_DEST_OPTS: "dstopts"}
 
 VXLAN_PORT = 4789  # RFC 7348 section 5: IANA-assigned UDP destination port
 # UDP ports that scapy (and some NICs) treat as VXLAN / VXLAN-GPE; plain UDP flows avoid them so
@@ -72,7 +81,9 @@ KINDS = (
     "ipv4_frag",  # IPv4 fragment: first (MF, offset 0), middle or last
     "ipv6_udp",
     "ipv6_tcp",
-    "ipv6_other",  # ICMPv6 (58), GRE (47) or 253
+    "ipv6_other",  # ICMPv6 (58), GRE (47), ESP (50) or 253
+    "ipv6_ext",  # IPv6 with 1-3 extension headers (RFC 8200 order), then UDP, TCP or other
+    "ipv6_frag",  # IPv6 fragment (RFC 8200 section 4.5): first, middle or last
     "vxlan",  # outer IPv4/IPv6 + UDP 4789 + VXLAN + inner Ethernet/[VLAN]/IP/UDP|TCP
 )
 
@@ -85,6 +96,9 @@ MALFORMATIONS = (
     "total_length_below_ihl",
     "ipv6_payload_length_too_big",
     "udp_length_below_8",
+    "udp_length_too_big",
+    "ip_length_cuts_l4",
+    "ext_length_past_datagram",
     "tcp_doff_below_5",
     "vxlan_bad_flags",
     "runt",
@@ -94,7 +108,7 @@ MALFORMATIONS = (
 
 # Which base kinds each malformation can be applied to (None: any kind / no base kind).
 _V4 = ("ipv4_udp", "ipv4_tcp", "ipv4_other", "ipv4_frag", "vxlan")
-_V6 = ("ipv6_udp", "ipv6_tcp", "ipv6_other", "vxlan")
+_V6 = ("ipv6_udp", "ipv6_tcp", "ipv6_other", "ipv6_ext", "ipv6_frag", "vxlan")
 _MALFORMATION_KINDS: dict[str, tuple[str, ...] | None] = {
     "truncated": None,
     "ihl_below_5": _V4,
@@ -104,6 +118,9 @@ _MALFORMATION_KINDS: dict[str, tuple[str, ...] | None] = {
     "total_length_below_ihl": _V4,
     "ipv6_payload_length_too_big": _V6,
     "udp_length_below_8": ("ipv4_udp", "ipv6_udp", "vxlan"),
+    "udp_length_too_big": ("ipv4_udp", "ipv6_udp", "vxlan"),
+    "ip_length_cuts_l4": ("ipv4_udp", "ipv4_tcp", "ipv6_udp", "ipv6_tcp"),
+    "ext_length_past_datagram": ("ipv6_ext",),
     "tcp_doff_below_5": ("ipv4_tcp", "ipv6_tcp"),
     "vxlan_bad_flags": ("vxlan",),
     "runt": None,
@@ -125,11 +142,13 @@ _KIND_MIN = {
     "ipv6_udp": 62,
     "ipv6_tcp": 74,
     "ipv6_other": 54,
+    "ipv6_ext": 62,
+    "ipv6_frag": 62,
     "vxlan": 92,
 }
 
 _OTHER_PROTOS = {"ipv4": (PROTO_ICMP, PROTO_GRE, PROTO_EXPERIMENTAL),
-                 "ipv6": (PROTO_ICMPV6, PROTO_GRE, PROTO_EXPERIMENTAL)}
+                 "ipv6": (PROTO_ICMPV6, PROTO_GRE, PROTO_ESP, PROTO_EXPERIMENTAL)}
 _OTHER_HDR = {PROTO_ICMP: ("icmp", 8), PROTO_ICMPV6: ("icmpv6", 8), PROTO_GRE: ("gre", 4)}
 
 
@@ -147,8 +166,12 @@ class PacketSpec:
     l3: "ipv4", "ipv6" or None. l4: "udp", "tcp", "other" or None. proto: the IP protocol /
         next header when l4 == "other" (1, 58, 47, 253).
     ihl: IPv4 header length in 32-bit words (5..15). tcp_doff: TCP data offset (5..15).
-    fragment/frag_offset/more_fragments: IPv4 fragment; frag_offset in 8-byte units. Only a
-        first fragment (offset 0) carries the L4 header.
+    fragment/frag_offset/more_fragments: an IPv4 fragment, or an IPv6 one (its Fragment header
+        is in `ext`); frag_offset in 8-byte units. Only a first fragment (offset 0) carries
+        the L4 header.
+    ext: IPv6 extension headers after the IPv6 header, in order: (type, bytes), the type one
+        of 0 (Hop-by-Hop), 60 (Destination Options), 43 (Routing, type 0, no segment left),
+        44 (Fragment: 8 bytes; the fragment fields above, or an atomic fragment), 51 (AH).
     vxlan_vni/inner/vxlan_checksum: VXLAN encapsulation of the `inner` frame (its `size` is
         the inner frame length); outer UDP checksum computed only if vxlan_checksum.
     flow: if set, MACs, IPs and ports come from this flow id (so flows repeat).
@@ -166,6 +189,7 @@ class PacketSpec:
     fragment: bool = False
     frag_offset: int = 0
     more_fragments: bool = False
+    ext: tuple[tuple[int, int], ...] = ()
     vxlan_vni: int | None = None
     vxlan_checksum: bool = False
     inner: PacketSpec | None = None
@@ -181,7 +205,9 @@ class PacketSpec:
         if self.l3 is None:
             return "arp" if self.ethertype == ETH_ARP else "eth"
         if self.fragment:
-            return "ipv4_frag"
+            return f"{self.l3}_frag"
+        if self.ext:
+            return "ipv6_ext"
         return f"{self.l3}_{self.l4}"
 
     @property
@@ -231,6 +257,9 @@ def _headers(spec: PacketSpec, base: int, prefix: str, out: list[tuple[str, int]
         return off
     out.append((prefix + spec.l3, off))
     off += 4 * spec.ihl if spec.l3 == "ipv4" else 40  # RFC 791 IHL / RFC 8200 fixed header
+    for code, n in spec.ext:
+        out.append((prefix + _EXT_NAMES[code], off))
+        off += n
     name, length = _l4_header(spec)
     if name is not None:
         out.append((prefix + name, off))
@@ -249,7 +278,8 @@ def header_length(spec: PacketSpec) -> int:
 def layout(spec: PacketSpec) -> tuple[tuple[str, int], ...]:
     """Start offset of each header of the untruncated frame, outermost first.
 
-    Names: eth, vlan, arp, ipv4, ipv6, udp, tcp, icmp, icmpv6, gre, vxlan, and the same with an
+    Names: eth, vlan, arp, ipv4, ipv6, hbh, dstopts, routing, frag6, ah, udp, tcp, icmp, icmpv6,
+    gre, vxlan, and the same with an
     "inner_" prefix after VXLAN; then ("pad", off) for ARP padding or ("payload", off); finally
     ("end", frame_length). For random_bytes the layout is just payload and end.
     """
@@ -432,7 +462,7 @@ def _frame(spec: PacketSpec, length: int, rng: random.Random, inner: bool = Fals
     l4 = spec.l4
     fragment = spec.fragment
     l4_present = l4 is not None and not (fragment and spec.frag_offset != 0)
-    l3hdr = 4 * spec.ihl if v4 else 40
+    l3hdr = 4 * spec.ihl if v4 else 40 + sum(n for _, n in spec.ext)
     if not l4_present:
         l4hdr = 0
     elif l4 == "udp":
@@ -483,9 +513,37 @@ def _frame(spec: PacketSpec, length: int, rng: random.Random, inner: bool = Fals
         l3b = h[:10] + c.to_bytes(2, "big") + src + dst + opts
         return b"".join((dmac, smac, tags, b"\x08\x00", l3b, seg))
     # RFC 8200 section 3: version 6, traffic class, flow label, payload length, next header
+    ext = _ext_bytes(spec, proto, rng)
     r = rng.getrandbits(36)
-    h = _S_IPV6.pack((6 << 28) | (r & 0x0FFFFFFF), len(seg), proto, (r >> 28) or 64)
-    return b"".join((dmac, smac, tags, b"\x86\xdd", h, src, dst, seg))
+    h = _S_IPV6.pack((6 << 28) | (r & 0x0FFFFFFF), len(ext) + len(seg),
+                     spec.ext[0][0] if spec.ext else proto, (r >> 28) or 64)
+    return b"".join((dmac, smac, tags, b"\x86\xdd", h, src, dst, ext, seg))
+
+
+def _ext_bytes(spec: PacketSpec, proto: int, rng: random.Random) -> bytes:
+    """The IPv6 extension headers of `spec`, each naming the next (the last: `proto`)."""
+    out = []
+    for i, (code, n) in enumerate(spec.ext):
+        nxt = spec.ext[i + 1][0] if i + 1 < len(spec.ext) else proto
+        if code in (EXT_HOP_BY_HOP, EXT_DEST_OPTS):
+            # RFC 8200 sections 4.3/4.6: length in 8-byte units after the first 8; the
+            # options are one PadN (type 1, RFC 8200 section 4.2) filling the header
+            out.append(bytes((nxt, n // 8 - 1, 1, n - 4)) + bytes(n - 4))
+        elif code == EXT_ROUTING:
+            # RFC 8200 section 4.4: routing type 0 with no segment left, so the L4
+            # pseudo-header's destination is the IPv6 header's (section 8.1); 16-byte addresses
+            out.append(bytes((nxt, n // 8 - 1, 0, 0)) + bytes(4) + rng.randbytes(n - 8))
+        elif code == EXT_FRAGMENT:
+            # RFC 8200 section 4.5: offset in 8-byte units, M flag, identification; an
+            # atomic fragment (offset 0, no M; RFC 6946) when the spec is no fragment
+            field = (spec.frag_offset << 3) | spec.more_fragments if spec.fragment else 0
+            out.append(struct.pack("!BBHI", nxt, 0, field, rng.getrandbits(32)))
+        else:
+            # RFC 4302 section 2: payload length in 4-byte units less 2, reserved, SPI (0 is
+            # reserved), sequence number, integrity check value
+            out.append(struct.pack("!BBHII", nxt, n // 4 - 2, 0, rng.getrandbits(32) | 1,
+                                   rng.getrandbits(32)) + rng.randbytes(n - 12))
+    return b"".join(out)
 
 
 # IPv4 option bytes are random, but never the LSRR (0x83) / SSRR (0x89) option types: with a
@@ -498,7 +556,8 @@ _VXLAN_FLAGS = b"\x08\x00\x00\x00"  # RFC 7348: I flag set, reserved bits zero
 def _l3_offsets(spec: PacketSpec) -> tuple[int, int]:
     """(L3 offset, L4 offset) of the outer packet."""
     l3off = 14 + 4 * len(spec.vlans)
-    return l3off, l3off + (4 * spec.ihl if spec.l3 == "ipv4" else 40)
+    return l3off, l3off + (4 * spec.ihl if spec.l3 == "ipv4"
+                           else 40 + sum(n for _, n in spec.ext))
 
 
 def _fix_ipv4_checksum(buf: bytearray, l3off: int, hlen: int) -> None:
@@ -549,6 +608,26 @@ def build(spec: PacketSpec, rng: random.Random) -> bytes:
         buf[l3off + 4:l3off + 6] = rng.randint(present + 1, 0xFFFF).to_bytes(2, "big")
     elif m == "udp_length_below_8":  # RFC 768: length includes the 8-byte header
         buf[l4off + 4:l4off + 6] = rng.randrange(8).to_bytes(2, "big")
+    elif m == "udp_length_too_big":  # RFC 768: the datagram ends where IP says (no padding)
+        buf[l4off + 4:l4off + 6] = rng.randint(len(buf) - l4off + 1, 0xFFFF).to_bytes(2, "big")
+    elif m == "ip_length_cuts_l4":  # the IP datagram ends inside the L4 header
+        l4len = 8 if spec.l4 == "udp" else 4 * spec.tcp_doff
+        cut = hlen + rng.randrange(l4len)
+        if spec.l3 == "ipv4":
+            buf[l3off + 2:l3off + 4] = cut.to_bytes(2, "big")
+            _fix_ipv4_checksum(buf, l3off, hlen)
+        else:
+            buf[l3off + 4:l3off + 6] = (cut - 40).to_bytes(2, "big")
+    elif m == "ext_length_past_datagram":
+        # The first extension header claims more than the datagram holds: its length field
+        # lies when it can say so, else the IPv6 payload length ends inside it.
+        code, n = spec.ext[0]
+        at, left = l3off + 40, len(buf) - l3off - 40
+        unit, add = (4, 2) if code == EXT_AH else (8, 1)
+        if left // unit - add < 255:
+            buf[at + 1] = rng.randint(left // unit - add + 1, 255)
+        else:
+            buf[l3off + 4:l3off + 6] = rng.randrange(n).to_bytes(2, "big")
     elif m == "tcp_doff_below_5":  # RFC 9293: data offset >= 5
         buf[l4off + 12] = (rng.randrange(5) << 4) | (buf[l4off + 12] & 0x0F)
     elif m == "vxlan_bad_flags":  # RFC 7348: the I flag (0x08) must be set
@@ -603,9 +682,10 @@ def _draw_vlans(rng: random.Random, n: int, flow: int | None, inner: bool = Fals
 
 
 def _l3l4_len(l3: str, l4: str | None, proto: int | None, ihl: int, doff: int,
-              l4_present: bool = True) -> int:
-    """Bytes of an L3 header plus the L4 header that follows it (same rules as `_headers`)."""
-    n = 4 * ihl if l3 == "ipv4" else 40
+              l4_present: bool = True, ext: int = 0) -> int:
+    """Bytes of an L3 header, `ext` bytes of IPv6 extension headers and the L4 header that
+    follows (same rules as `_headers`)."""
+    n = 4 * ihl if l3 == "ipv4" else 40 + ext
     if l4_present and l4 is not None:
         n += 8 if l4 == "udp" else 4 * doff if l4 == "tcp" else _OTHER_HDR.get(proto, ("", 0))[1]
     return n
@@ -649,26 +729,30 @@ def _base_spec(rng: random.Random, kind: str, nvlans: int, size: int, flow: int 
         return _mk(size=total, vlans=vlans, l3=outer, l4="udp", ihl=ihl, vxlan_vni=vni,
                           vxlan_checksum=csum, inner=inner, flow=flow)
     l3k, l4k = kind.split("_")
-    if l4k == "frag":
-        l3k, l4k = "ipv4", _pick(rng, ("udp", "tcp", "other"))
+    if l4k in ("frag", "ext"):
+        l4k = _pick(rng, ("udp", "tcp", "other"))
     if l3k != "ipv4":
         ihl = 5
     if l4k != "tcp":
         doff = 5
     proto = _pick(rng, _OTHER_PROTOS[l3k]) if l4k == "other" else None
-    if kind != "ipv4_frag":
-        total = max(size, l3off + _l3l4_len(l3k, l4k, proto, ihl, doff))
+    ext = _draw_ext(rng, kind)
+    ext_len = sum(n for _, n in ext)
+    if not kind.endswith("_frag"):
+        total = max(size, l3off + _l3l4_len(l3k, l4k, proto, ihl, doff, ext=ext_len))
         return _mk(size=total, vlans=vlans, l3=l3k, l4=l4k, proto=proto, ihl=ihl,
-                          tcp_doff=doff, flow=flow)
+                   tcp_doff=doff, ext=ext, flow=flow)
     # first (MF, offset 0), middle (MF, offset > 0) or last (offset > 0, no MF)
     variant = int(rng.random() * 3)
-    hdr = l3off + _l3l4_len(l3k, l4k, proto, ihl, doff, variant == 0)
+    l3len = 4 * ihl if l3k == "ipv4" else 40 + ext_len
+    hdr = l3off + _l3l4_len(l3k, l4k, proto, ihl, doff, variant == 0, ext_len)
     total = max(size, hdr)
-    data = total - l3off - 4 * ihl
+    data = total - l3off - l3len
     r = data % 8
     if variant < 2 and r:
-        # RFC 791: all fragments but the last carry a multiple of 8 data bytes. Nudge a drawn
-        # size to fit; with an exact size make this the last fragment instead.
+        # RFC 791 and RFC 8200 section 4.5: all fragments but the last carry a multiple of
+        # 8 data bytes. Nudge a drawn size to fit; with an exact size make this the last
+        # fragment instead.
         lo, hi = bounds if bounds is not None else (size, size)
         if lo < hi and total - r >= max(lo, hdr):
             total -= r
@@ -676,12 +760,39 @@ def _base_spec(rng: random.Random, kind: str, nvlans: int, size: int, flow: int 
             total += 8 - r
         else:
             variant = 2
-            total = max(size, l3off + 4 * ihl)
-        data = total - l3off - 4 * ihl
-    off = 0 if variant == 0 else _rint(rng, 1, min(0x1FFF, (0xFFFF - 4 * ihl - data) // 8))
+            total = max(size, l3off + l3len)
+        data = total - l3off - l3len
+    off = 0 if variant == 0 else _rint(rng, 1, min(0x1FFF, (0xFFFF - l3len - data) // 8))
     return _mk(size=total, vlans=vlans, l3=l3k, l4=l4k, proto=proto, ihl=ihl,
-                      tcp_doff=doff, fragment=True, frag_offset=off,
-                      more_fragments=variant < 2, flow=flow)
+               tcp_doff=doff, ext=ext, fragment=True, frag_offset=off,
+               more_fragments=variant < 2, flow=flow)
+
+
+def _ext_length(rng: random.Random, code: int) -> int:
+    if code == EXT_FRAGMENT:
+        return 8
+    if code == EXT_AH:
+        return _pick(rng, (16, 24))  # RFC 4302 section 2.2: a multiple of 8 bytes in IPv6
+    if code == EXT_ROUTING:
+        return 8 + 16 * _rint(rng, 0, 2)  # type 0: a 16-byte address a unit pair
+    return 8 * _rint(rng, 1, 4)
+
+
+def _draw_ext(rng: random.Random, kind: str) -> tuple[tuple[int, int], ...]:
+    """IPv6 extension headers of `kind`: for ipv6_ext one to three, the first never a
+    Fragment (Hop-by-Hop only first, RFC 8200 section 4.3); for ipv6_frag an optional
+    header before the Fragment header, which comes last (the rest is the fragmentable part)."""
+    if kind == "ipv6_ext":
+        codes = [_pick(rng, (EXT_HOP_BY_HOP, EXT_DEST_OPTS, EXT_ROUTING, EXT_AH))]
+        codes += [_pick(rng, (EXT_DEST_OPTS, EXT_ROUTING, EXT_FRAGMENT, EXT_AH))
+                  for _ in range(_rint(rng, 0, 2))]
+    elif kind == "ipv6_frag":
+        codes = [EXT_FRAGMENT]
+        if rng.random() < 0.5:
+            codes.insert(0, _pick(rng, (EXT_HOP_BY_HOP, EXT_DEST_OPTS, EXT_ROUTING)))
+    else:
+        return ()
+    return tuple((c, _ext_length(rng, c)) for c in codes)
 
 
 def _cut_points(spec: PacketSpec) -> tuple[list[int], list[tuple[int, int]]]:

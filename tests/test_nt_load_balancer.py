@@ -327,7 +327,8 @@ def test_hardware_matches_model(simulator, tmp_path):
     assert result["counters"] == result["model_counters"]
     assert not result["state_problems"]           # backend slots and lookup table read back
     counters = result["counters"]
-    assert result["changed"] > 250 and counters["skipped"] > 500
+    # Floors on what the mix exercised (IPv4 flows to the VIP are a few kinds of twelve).
+    assert result["changed"] > 200 and counters["skipped"] > 500
     assert counters["packets"] - counters["skipped"] >= result["changed"]
 
 

@@ -21,6 +21,7 @@ from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import random_packets
 
 PARSER = ParserModel()
+DEEPER = ParserModel(walk_steps=PARSER.walk_steps + 4)     # encap's four headers in front
 ENCAP = {"dst_mac": "02:00:00:00:00:0b", "src_mac": "02:00:00:00:00:0a",
          "src_ip": "192.0.2.1", "dst_ip": "198.51.100.7", "vni": 0xABCDE, "ttl": 17, "df": 1}
 
@@ -189,7 +190,12 @@ def test_metadata_describes_the_frame_that_leaves(make):
     is itself VXLAN: a third layer); without the outer 50+ bytes in front, the parser sees
     further into the inner frame, and knowing what it would find means parsing it again. The
     NT keeps the old walk's result. (Encap cannot make the walk go further: headers that would
-    cross the window are skipped.)"""
+    cross the window are skipped.)
+
+    For encap, the parser that re-walks the output has four more walk steps: the four headers
+    put in front (Ethernet, IP, UDP, VXLAN) each take one, and a deep input (tags and IPv6
+    extension headers) may have used all of the NIC parser's steps; the NT keeps that walk's
+    result, which a parser of the same steps would cut short."""
     model = make()
     rng = random.Random(8)
     if make is decap_model:
@@ -207,7 +213,8 @@ def test_metadata_describes_the_frame_that_leaves(make):
         if make is decap_model and meta["flags"]["too_deep"]:
             excluded += 1
             continue
-        assert not contract_differences(out, out_meta), (frame[:96].hex(), out_meta)
+        parser = PARSER if make is decap_model else DEEPER
+        assert not base_contract_differences(parser, out, out_meta), (frame[:96].hex(), out_meta)
     assert changed > 2000 and excluded < changed / 10
 
 

@@ -18,11 +18,14 @@ import scapy.layers.inet  # noqa: F401  (registers the IP/UDP/TCP bindings)
 import scapy.layers.inet6  # noqa: F401
 import scapy.layers.vxlan  # noqa: F401
 from scapy.layers.inet import ICMP, IP, TCP, UDP
-from scapy.layers.inet6 import IPv6
+from scapy.layers.inet6 import (IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop,
+                                IPv6ExtHdrRouting)
+from scapy.layers.ipsec import AH, ESP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
+from scapy_dissect import EXTENSION_HEADERS, dissect
 from supernic.hw.parser import headers as H
 from supernic.hw.parser.meta import (
     ERROR_FLAGS, FLAGS, RUNT_BYTES, TOEPLITZ_KEY, L3Kind, L4Kind, TenantKind)
@@ -74,12 +77,15 @@ def _off(frame: bytes, layer) -> int:
 def scapy_expect(frame: bytes) -> dict:
     """Expected metadata of a valid frame, derived from scapy's dissection only.
 
-    Walk: Ether, 802.1Q/802.1ad tags, IPv4/IPv6, TCP/UDP; VXLAN (RFC 7348: UDP destination
-    port 4789 only, although scapy also decodes source port 4789) starts the inner layer.
-    An IPv4 fragment (MF set or offset != 0) ends the walk after the IPv4 header.
+    Walk: Ether, 802.1Q/802.1ad tags, IPv4/IPv6, extension headers, TCP/UDP; VXLAN (RFC 7348:
+    UDP destination port 4789 only, although scapy also decodes source port 4789) starts the
+    inner layer. An IPv4 fragment (MF set or offset != 0) ends the walk after the IPv4
+    header, an IPv6 one after its Fragment header. Extension headers (RFC 8200 section 4:
+    Hop-by-Hop only right after IPv6; the Authentication Header, RFC 4302, after either IP)
+    each name the flow's protocol; ESP and anything else end the walk.
     Extra key ``flow.has_l4`` says whether the innermost flow has ports (for the RSS input).
     """
-    pkt = Ether(frame)
+    pkt = dissect(frame)
     exp = {
         "flags": {f: 0 for f in FLAGS},
         "l3_kind": [0, 0], "l4_kind": [0, 0], "l3_off": [0, 0], "l4_off": [0, 0],
@@ -128,7 +134,20 @@ def scapy_expect(frame: bytes) -> dict:
             assert exp["payload_off"] == l3off + 40
         else:
             break
-        l4 = cur.payload
+        l4, exts = cur.payload, 0
+        while isinstance(l4, EXTENSION_HEADERS if type(cur) is IPv6 else AH):
+            if isinstance(l4, IPv6ExtHdrHopByHop) and exts:
+                break   # Hop-by-Hop anywhere but first: the walk ends
+            exts += 1
+            assert exts <= MODEL.ext_headers, "the generator stays within the limit"
+            flow["proto"] = l4.nh
+            exp["payload_off"] = _off(frame, l4.payload)
+            if isinstance(l4, IPv6ExtHdrFragment) and (l4.m or l4.offset):
+                exp["flags"]["fragment"] = 1
+                break
+            l4 = l4.payload
+        if exp["flags"]["fragment"]:
+            break
         if type(l4) is TCP:
             assert flow["proto"] == 6
             exp["l4_kind"][depth], exp["l4_off"][depth] = int(L4Kind.TCP), _off(frame, l4)
@@ -348,6 +367,135 @@ def test_edge_packets_match_scapy():
         assert meta["flow_hash"] == toeplitz_ref(TOEPLITZ_KEY, rss_input(exp["flow"]))
 
 
+def _extension_packets():
+    """IPv6 extension headers and AH (RFC 8200 section 4, RFC 4302), built with scapy."""
+    a4 = dict(src="10.1.2.3", dst="10.4.5.6")
+    a6 = dict(src="2001:db8::1", dst="2001:db8::2")
+    pad = Raw(bytes(30))
+
+    def ah(nh, icv=4):      # RFC 4302 section 2.2: payload length in 4-byte units less 2
+        return AH(nh=nh, payloadlen=(12 + icv) // 4 - 2, spi=0x100, icv=bytes(icv))
+
+    vx = (eth() / IP(src="192.0.2.1", dst="192.0.2.2") / UDP(sport=33333, dport=VXLAN_PORT)
+          / VXLAN(vni=5))
+    return [
+        eth() / IPv6(**a6) / IPv6ExtHdrHopByHop() / IPv6ExtHdrDestOpt() / IPv6ExtHdrRouting()
+        / TCP(sport=1, dport=2) / pad,
+        eth() / IPv6(**a6) / IPv6ExtHdrRouting(addresses=["2001:db8::9"], segleft=0)
+        / UDP(sport=3, dport=4) / pad,
+        eth() / IPv6(**a6) / IPv6ExtHdrHopByHop() / IPv6ExtHdrFragment(id=7)   # atomic
+        / UDP(sport=5, dport=6) / pad,
+        eth() / IPv6(**a6) / IPv6ExtHdrFragment(m=1) / UDP(sport=7, dport=8) / pad,  # first
+        eth() / IPv6(**a6) / IPv6ExtHdrDestOpt() / IPv6ExtHdrFragment(offset=9, nh=6) / pad,
+        eth() / IPv6(**a6) / IPv6ExtHdrFragment(offset=3, m=1, nh=17) / pad,         # middle
+        eth() / IPv6(**a6, nh=51) / ah(6, 12) / TCP(sport=9, dport=10) / pad,
+        eth() / IPv6(**a6) / IPv6ExtHdrDestOpt(nh=51) / ah(17) / UDP(sport=11, dport=12) / pad,
+        eth() / IP(**a4, proto=51) / ah(17) / UDP(sport=13, dport=14) / pad,
+        eth() / IP(**a4, proto=51) / ah(50) / ESP(spi=9) / pad,
+        eth() / IPv6(**a6) / ESP(spi=3) / pad,                    # ESP ends the walk
+        eth() / IPv6(**a6, nh=59) / pad,                          # no next header
+        eth() / Dot1Q(vlan=3) / IPv6(**a6) / IPv6ExtHdrHopByHop() / TCP(sport=15, dport=16) / pad,
+        vx / eth() / IPv6(**a6) / IPv6ExtHdrHopByHop() / IPv6ExtHdrDestOpt()
+        / UDP(sport=17, dport=18) / pad,                          # the same inside VXLAN
+        vx / eth() / IPv6(**a6) / IPv6ExtHdrFragment(m=1) / TCP(sport=19, dport=20) / pad,
+        eth() / IPv6(**a6) / IPv6ExtHdrDestOpt(nh=0) / IPv6ExtHdrHopByHop()  # HBH not first
+        / TCP(sport=21, dport=22) / pad,
+    ]
+
+
+def test_extension_headers_match_scapy():
+    """Every extension header is walked (the flow gets the upper layer's protocol and ports),
+    a fragment (M or an offset) stops before L4 like an IPv4 one, an atomic fragment does
+    not, ESP and a Hop-by-Hop header anywhere but first end the walk; inside VXLAN too."""
+    seen = collections.Counter()
+    for pkt in _extension_packets():
+        frame = bytes(pkt)
+        exp, meta = scapy_expect(frame), MODEL.parse(frame)
+        d = diff(exp, meta)
+        assert not d, (pkt.summary(), d)
+        assert not is_error(meta) and not meta["flags"]["too_deep"], (pkt.summary(), meta)
+        check_contract(meta, frame)
+        assert meta["flow_hash"] == toeplitz_ref(TOEPLITZ_KEY, rss_input(exp["flow"]))
+        seen[(bool(meta["flags"]["fragment"]), exp["flow"]["has_l4"])] += 1
+    assert seen[(False, True)] >= 8 and seen[(True, False)] >= 4 and seen[(False, False)] >= 3
+    # a few by hand, so the oracle is not all there is
+    meta = MODEL.parse(bytes(_extension_packets()[0]))
+    assert (meta["l4_kind"][0], meta["l4_off"][0], meta["flow"]["proto"]) == (L4Kind.TCP,
+                                                                           14 + 40 + 24, 6)
+    meta = MODEL.parse(bytes(_extension_packets()[-1]))
+    assert meta["l4_kind"][0] == 0 and meta["flow"]["proto"] == 0
+    assert meta["payload_off"] == 14 + 40 + 8
+
+
+@pytest.mark.parametrize("limit", [0, 1, 4, 5])
+def test_extension_header_limit_is_too_deep(limit):
+    """Five Destination Options headers before TCP: walked with a limit of five; with less,
+    the first header past the limit is too deep (not an error) and the walk stops there."""
+    a6 = dict(src="2001:db8::1", dst="2001:db8::2")
+    pkt = eth() / IPv6(**a6)
+    for _ in range(5):
+        pkt = pkt / IPv6ExtHdrDestOpt()
+    frame = bytes(pkt / TCP(sport=1, dport=2) / Raw(bytes(20)))
+    model = ParserModel(ext_headers=limit)
+    meta = model.parse(frame)
+    check_contract(meta, frame, model)
+    assert not is_error(meta)
+    if limit >= 5:
+        assert not meta["flags"]["too_deep"] and meta["l4_kind"][0] == L4Kind.TCP
+    else:
+        assert meta["flags"]["too_deep"] and meta["l4_kind"][0] == 0
+        assert meta["payload_off"] == 14 + 40 + 8 * limit
+        assert meta["flow"]["proto"] == 60     # the header not walked
+
+
+def _lie(frame, at, value):
+    out = bytearray(frame)
+    out[at:at + 2] = value.to_bytes(2, "big")
+    return bytes(out)
+
+
+def test_length_lies_are_malformed():
+    """RFC 768's UDP length and RFC 9293's data offset must fit the IP datagram (its total
+    or payload length), and so must every extension header: a lie is ``malformed``, outer
+    or inner. A shorter UDP length and Ethernet padding after the datagram are not lies."""
+    a4 = dict(src="10.1.2.3", dst="10.4.5.6")
+    a6 = dict(src="2001:db8::1", dst="2001:db8::2")
+    udp4 = bytes(eth() / IP(**a4) / UDP(sport=1, dport=2) / Raw(bytes(4)))
+    udp6 = bytes(eth() / IPv6(**a6) / UDP(sport=1, dport=2) / Raw(bytes(4)))
+    tcp4 = bytes(eth() / IP(**a4) / TCP(sport=1, dport=2) / Raw(bytes(4)))
+
+    def flags(frame):
+        meta = MODEL.parse(frame + bytes(max(0, 60 - len(frame))))   # padded to 60 bytes
+        return {f for f in FLAGS if meta["flags"][f]}
+
+    assert flags(udp4) == set() and flags(udp6) == set() and flags(tcp4) == set()
+    assert len(udp4) < 60           # the padding above is after the datagram: still valid
+    assert flags(_lie(udp4, 14 + 20 + 4, 13)) == {"malformed"}     # UDP length 12 + 1
+    assert flags(_lie(udp4, 14 + 20 + 4, 12)) == set()
+    assert flags(_lie(udp4, 14 + 20 + 4, 9)) == set()              # shorter: allowed
+    assert flags(_lie(udp6, 14 + 40 + 4, 0xFFFF)) == {"malformed"}
+    # the IP datagram ends inside the L4 header (IPv4 checksum left alone: not checked)
+    assert flags(_lie(udp4, 14 + 2, 20 + 7)) == {"malformed"}
+    assert flags(_lie(tcp4, 14 + 2, 20 + 19)) == {"malformed"}
+    assert flags(_lie(udp6, 14 + 4, 7)) == {"malformed"}
+    # TCP's data offset (in 32-bit words) past the datagram
+    lied = bytearray(tcp4)
+    lied[14 + 20 + 12] = (7 << 4) | (lied[14 + 20 + 12] & 0x0F)   # 28 bytes of 24
+    assert flags(bytes(lied)) == {"malformed"}
+    # an extension header longer than the datagram
+    ext = bytearray(bytes(eth() / IPv6(**a6) / IPv6ExtHdrDestOpt() / UDP(sport=1, dport=2)))
+    assert flags(bytes(ext)) == set()
+    ext[14 + 40 + 1] = 2           # 24 bytes where 16 are left
+    assert flags(bytes(ext)) == {"malformed"}
+    # inside VXLAN: the inner UDP length against the inner IP datagram
+    vx = bytes(eth() / IP(src="192.0.2.1", dst="192.0.2.2")
+               / UDP(sport=33333, dport=VXLAN_PORT) / VXLAN(vni=5)) + udp4
+    inner_udp = len(vx) - len(udp4) + 14 + 20
+    assert flags(vx) == set()
+    meta = MODEL.parse(_lie(vx, inner_udp + 4, 40))
+    assert meta["flags"]["malformed"] and meta["l4_kind"] == [L4Kind.UDP, L4Kind.UDP]
+
+
 def test_walk_steps_exhausted_is_too_deep():
     """Three outer tags plus two inner tags need 12 walk steps; the model has 11."""
     inner = eth() / Dot1Q(vlan=1) / Dot1Q(vlan=2) / IP() / TCP() / Raw(bytes(20))
@@ -476,12 +624,16 @@ _EXPECTED_ERRORS = {
     "total_length_below_ihl": {"malformed"},    # total_length >= IHL * 4
     "ipv6_payload_length_too_big": {"length_error"},
     "udp_length_below_8": {"malformed"},        # length >= 8
+    "udp_length_too_big": {"malformed"},        # length <= datagram left (RFC 768)
+    "ip_length_cuts_l4": {"malformed"},         # the L4 header inside the datagram
+    "ext_length_past_datagram": {"malformed"},  # an extension header inside the datagram
     "tcp_doff_below_5": {"malformed"},          # data offset >= 5
     "vxlan_bad_flags": {"malformed"},           # I flag set
     "runt": {"runt"},
 }
 # Headers the model walks (traffic.layout names, without the "inner_" prefix).
-_WALKED = {"eth", "vlan", "ipv4", "ipv6", "udp", "tcp", "vxlan"}
+_WALKED = {"eth", "vlan", "ipv4", "ipv6", "hbh", "dstopts", "routing", "frag6", "ah", "udp",
+           "tcp", "vxlan"}
 
 
 def _walked_end(spec) -> int:
@@ -517,7 +669,9 @@ def test_malformation_raises_its_flag(malformed, mal):
         n += 1
         assert _errors(meta) == _EXPECTED_ERRORS[mal], (spec.kind, frame.hex(), meta["flags"])
         assert not meta["flags"]["too_deep"], frame.hex()
-        assert meta["flags"]["fragment"] == int(spec.fragment), frame.hex()
+        # An IPv6 fragment says so in a header after IPv6: a bad IPv6 header stops before it.
+        stopped = spec.l3 == "ipv6" and mal == "ipv6_bad_version"
+        assert meta["flags"]["fragment"] == int(spec.fragment and not stopped), frame.hex()
     assert n
 
 

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from supernic.hw.parser.headers import FIRST_HEADER, HEADERS_BY_NAME, LengthFrom
+from supernic.hw.parser.headers import (DEFAULT_EXT_HEADERS, FIRST_HEADER, GROUPS,
+                                        HEADERS_BY_NAME, LAYERS, LengthFrom)
 from supernic.hw.parser.reach import header_lengths, walk_reach
 from supernic.sim import traffic as T
 from supernic.sim.parser_model import ParserModel
@@ -26,9 +27,12 @@ def _pack(h, values):
 def random_stack(rng, max_headers):
     """A frame of headers chained by their select fields, each with random field values, a
     random legal (or, one time in eight, any) length and its options, from ``FIRST_HEADER``.
-    One frame in three stacks tags: it takes the first choice (VLAN) three times in five."""
+    One frame in three stacks tags: it takes the first choice (VLAN) three times in five. One
+    in four chains extension headers (a counted group, headers.py rule 0): it takes one
+    whenever it can two times in three, often at its shortest."""
     frame, name = b"", FIRST_HEADER
     stacking = rng.random() < 1 / 3
+    chaining = rng.random() < 1 / 4
     for _ in range(max_headers):
         h = HEADERS_BY_NAME[name]
         values = {f.name: rng.getrandbits(f.width) for f in h.fields}
@@ -36,11 +40,15 @@ def random_stack(rng, max_headers):
         if isinstance(h.length, LengthFrom):
             legal = header_lengths(h)
             hlen = rng.choice(legal) if rng.random() < 0.875 else rng.randrange(64) * 4
-            values[h.length.field] = hlen // h.length.scale
+            if chaining and h.group is not None and rng.random() < 0.5:
+                hlen = legal[0]
+            values[h.length.field] = hlen // h.length.scale - h.length.add
         choices = list(h.next.items()) if h.select else []
         nxt = None
+        grouped = [c for c in choices if HEADERS_BY_NAME[c[1]].group is not None]
         if choices and rng.random() < 0.9:
             key, nxt = (choices[0] if stacking and rng.random() < 0.6
+                        else rng.choice(grouped) if grouped and chaining and rng.random() < 2 / 3
                         else rng.choice(choices))
             values[h.select] = key
         elif h.default_next:
@@ -55,6 +63,63 @@ def random_stack(rng, max_headers):
             break
         name = nxt
     return frame + rng.randbytes(rng.randrange(64))
+
+
+def _witness(path, header_bytes):
+    """A frame whose walk follows ``path``, ``[(header name, offset)]`` from the first header:
+    each header's select field names the next one, its length field the gap to it, its
+    checks hold (an IP datagram as long as it can be, a UDP length of 8)."""
+    frame = b""
+    for (name, off), nxt in zip(path, path[1:] + [None]):
+        h = HEADERS_BY_NAME[name]
+        values = {c.field: (c.value | 0 if c.op == "has" else c.value) for c in h.checks
+                  if isinstance(c.field, str) and isinstance(c.value, int)}
+        values.update({f.name: 0xFFFF for f in h.fields
+                       if h.datagram is not None and f.name == h.datagram.field})
+        if "length" in values or name == "udp":
+            values["length"] = 8
+        hlen = h.fixed_bytes
+        if nxt is not None:
+            hlen = nxt[1] - off
+            if h.select and nxt[0] not in (h.default_next,):
+                values[h.select] = next(k for k, n in h.next.items() if n == nxt[0])
+        if isinstance(h.length, LengthFrom):
+            values[h.length.field] = hlen // h.length.scale - h.length.add
+        body = _pack(h, values)
+        frame += body + bytes(max(0, hlen - len(body)))
+    return frame + bytes(header_bytes + 64)
+
+
+def witnesses(header_bytes, walk_steps):
+    """One frame for each (step, header, layer) :func:`walk_reach` allows, found by the same
+    search with the path kept: if the model meets each where its frame says, no step is
+    built for a header it cannot meet."""
+    none = (0,) * len(GROUPS)
+    states = {(FIRST_HEADER, 0, 0, none): [(FIRST_HEADER, 0)]}
+    out = {}
+    for step in range(walk_steps):
+        following = {}
+        for (name, layer, off, count), path in states.items():
+            out.setdefault((step, name, layer), path)
+            h = HEADERS_BY_NAME[name]
+            if h.group is not None:
+                g = GROUPS.index(h.group)
+                if count[g] >= DEFAULT_EXT_HEADERS:
+                    continue
+                count = count[:g] + (count[g] + 1,) + count[g + 1:]
+            if h.tunnel:
+                if layer == LAYERS - 1:
+                    continue
+                layer, count = layer + 1, none
+            for hlen in header_lengths(h):
+                end = off + hlen
+                if off + h.fixed_bytes > header_bytes or end > header_bytes:
+                    continue
+                for n in sorted(({*h.next.values()} if h.select else set())
+                                | ({h.default_next} if h.default_next else set())):
+                    following.setdefault((n, layer, end, count), path + [(n, end)])
+        states = following
+    return {key: _witness(path, header_bytes) for key, path in out.items()}
 
 
 def _frames(walk_steps):
@@ -72,10 +137,17 @@ def _frames(walk_steps):
 @pytest.mark.parametrize("header_bytes, walk_steps, cover",
                          [(256, 11, True), (128, 11, True), (64, 4, True), (256, 20, False)])
 def test_every_walked_header_is_in_its_steps_reach(header_bytes, walk_steps, cover):
+    """Random stacks, generated and random frames: every header the model meets is in its
+    step's set. Each (step, header, layer) the set allows has a witness frame that the model
+    walks there: a set too large would show up as well as one too small."""
     model = ParserModel(header_bytes, walk_steps)
     reach = walk_reach(header_bytes, walk_steps)
     met = set()
-    for frame in _frames(walk_steps):
+    frames = list(_frames(walk_steps))
+    if cover:
+        found = witnesses(header_bytes, walk_steps)
+        frames += found.values()
+    for frame in frames:
         trace = []
         model.parse(frame, trace=trace)
         for step, name, layer, off in trace:
@@ -83,10 +155,10 @@ def test_every_walked_header_is_in_its_steps_reach(header_bytes, walk_steps, cov
             assert name in r.layers and layer in r.layers[name], (step, name, layer, frame.hex())
             assert r.lo <= off <= r.hi, (step, name, off, r, frame.hex())
             met.add((step, name, layer))
-    # The frames do go everywhere the steps are built for: every (step, header, layer) the
-    # reach allows is met, so a set too large would show up as well as one too small.
     allowed = {(k, n, lay) for k, r in enumerate(reach) for n, ls in r.layers.items() for lay in ls}
-    assert met <= allowed and (allowed == met or not cover)
+    assert met <= allowed and (allowed == met or not cover), sorted(allowed - met)
+    if cover:
+        assert set(found) == allowed
 
 
 def test_the_first_steps_are_fixed():

@@ -13,11 +13,14 @@ import scapy.layers.inet  # noqa: F401  (registers the IP/UDP/TCP bindings)
 import scapy.layers.inet6  # noqa: F401
 import scapy.layers.vxlan  # noqa: F401
 from scapy.layers.inet import ICMP, IP, TCP, UDP
-from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6
+from scapy.layers.inet6 import (ICMPv6EchoRequest, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment,
+                                IPv6ExtHdrHopByHop, IPv6ExtHdrRouting)
+from scapy.layers.ipsec import AH
 from scapy.layers.l2 import ARP, GRE, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import NoPayload, Raw
 
+from scapy_dissect import dissect
 from supernic.sim import traffic as T
 from supernic.sim.traffic import (
     KINDS,
@@ -83,6 +86,16 @@ def check_layers(spec: PacketSpec, layers) -> None:
     assert sum(isinstance(x, l3cls) for x in layers) == 1
     assert not any(isinstance(x, other) for x in layers)
     ip = next(x for x in layers if isinstance(x, l3cls))
+    # IPv6 extension headers in the spec's order, the last naming the upper-layer protocol
+    ext_classes = {0: IPv6ExtHdrHopByHop, 60: IPv6ExtHdrDestOpt, 43: IPv6ExtHdrRouting,
+                   44: IPv6ExtHdrFragment, 51: AH}
+    exts = [x for x in layers if isinstance(x, tuple(ext_classes.values()))]
+    assert [type(x) for x in exts] == [ext_classes[c] for c, _ in spec.ext], (spec, layers)
+    assert [len(bytes(x)) - len(bytes(x.payload)) for x in exts] == [n for _, n in spec.ext]
+    frag = next((x for x in exts if isinstance(x, IPv6ExtHdrFragment)), None)
+    if spec.l3 == "ipv6" and frag is not None:
+        assert (frag.offset, bool(frag.m)) == (spec.frag_offset, spec.more_fragments)
+        assert spec.fragment == bool(frag.offset or frag.m)
     if spec.l3 == "ipv4":
         assert ip.ihl == spec.ihl
         if spec.fragment:
@@ -94,7 +107,7 @@ def check_layers(spec: PacketSpec, layers) -> None:
     want = {"udp": UDP, "tcp": TCP}.get(spec.l4)
     if spec.l4 == "other":
         want = {1: ICMP, 58: ICMPv6EchoRequest, 47: GRE}.get(spec.proto)
-        proto = ip.proto if spec.l3 == "ipv4" else ip.nh
+        proto = ip.proto if spec.l3 == "ipv4" else (exts[-1] if exts else ip).nh
         assert proto == spec.proto
     present = [x for x in layers if isinstance(x, (UDP, TCP, ICMP, ICMPv6EchoRequest, GRE))]
     if spec.l4_present and want is not None:
@@ -113,9 +126,10 @@ def scapy_rebuild(frame: bytes, spec: PacketSpec) -> bytes:
     rebuilding, IPv4 options become one Raw blob, and the innermost L4 header keeps its data
     offset but its options move, unchanged, in front of a Raw payload: the bytes are the same,
     and scapy recomputes every checksum over them. Checksums that cover data not in the frame
-    (first fragments) and an outer VXLAN UDP checksum of 0 are left alone.
+    (first fragments), an outer VXLAN UDP checksum of 0, and one after an Authentication
+    Header (scapy computes none there) are left alone.
     """
-    pkt = Ether(frame)
+    pkt = dissect(frame)
     lay = layout(spec)
     where = dict(lay)
     layers = layer_list(pkt)
@@ -144,6 +158,8 @@ def scapy_rebuild(frame: bytes, spec: PacketSpec) -> bytes:
             ip = layer.underlayer
             if isinstance(ip, IP) and (ip.flags.MF or ip.frag):
                 continue  # covers the whole datagram, not just this fragment
+            if isinstance(ip, IPv6ExtHdrFragment) and (ip.m or ip.offset) or isinstance(ip, AH):
+                continue
             if isinstance(layer, UDP) and isinstance(layer.payload, VXLAN) \
                     and not spec.vxlan_checksum:
                 assert layer.chksum == 0  # RFC 7348: zero outer UDP checksum allowed
@@ -229,7 +245,7 @@ def test_valid_packets_parse_in_scapy(seed):
     pkts = random_packets(300, seed=seed, size_dist=(60, 1600), malformed_fraction=0.0,
                           vxlan_checksum=None)
     for spec, frame in pkts:
-        pkt = Ether(frame)
+        pkt = dissect(frame)
         assert bytes(pkt) == frame
         outer, vx, inner = split_vxlan(layer_list(pkt))
         check_layers(spec, outer)

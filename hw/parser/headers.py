@@ -7,10 +7,13 @@ metadata slots its fields fill. :mod:`supernic.hw.parser.walk` turns this into g
 
 Walk rules shared by both (one header per walk step):
 
+0. A header of a counted group (``Header.group``: the IP extension headers) past the group's
+   per-layer limit is not walked: the packet is flagged ``too_deep`` and the walk stops.
 1. The fixed part of the header (the sum of its field widths) must lie inside the captured
    window, else the packet is flagged ``truncated`` (the frame ended) or ``too_deep`` (the
    frame goes on past the window) and the walk stops.
-2. Fields are extracted and the header's binds are applied.
+2. Fields are extracted and the header's binds are applied; an IP header also sets where its
+   datagram ends (``Header.datagram``), which later headers of the layer must fit in.
 3. Every failing check raises its flag. A failing error check (a flag in ``ERROR_FLAGS``)
    stops the walk here: the header's length cannot be trusted.
 4. The full length (fixed part plus options) must fit the same way as in 1, else it stops.
@@ -25,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
 __all__ = [
-    "Field", "LengthFrom", "Offset", "EndOf", "HeaderLength", "Check", "Bind", "Header",
-    "HEADERS", "HEADERS_BY_NAME", "FIRST_HEADER", "LAYERS", "header_index", "OFFSET",
-    "HEADER_LENGTH",
+    "Field", "LengthFrom", "Offset", "EndOf", "HeaderLength", "DatagramLeft", "Check", "Bind",
+    "Header", "HEADERS", "HEADERS_BY_NAME", "FIRST_HEADER", "LAYERS", "GROUPS", "header_index",
+    "OFFSET", "HEADER_LENGTH", "DATAGRAM_LEFT", "DEFAULT_EXT_HEADERS", "DATAGRAM_END_BITS",
 ]
 
 
@@ -39,9 +42,15 @@ class Field:
 
 @dataclass(frozen=True)
 class LengthFrom:
-    """Header length in bytes is ``field * scale`` (IPv4 IHL, TCP data offset)."""
+    """Header length in bytes is ``(field + add) * scale`` (IPv4 IHL, TCP data offset; an
+    IPv6 extension header's length counts 8-byte units after the first, RFC 8200 section
+    4.3; the Authentication Header's 4-byte units less 2, RFC 4302 section 2.2)."""
     field: str
     scale: int
+    add: int = 0
+
+    def bytes(self, value):
+        return (value + self.add) * self.scale
 
 
 class Offset:
@@ -56,8 +65,20 @@ class HeaderLength:
         return "HEADER_LENGTH"
 
 
+class DatagramLeft:
+    """Check operand: the bytes of the enclosing IP datagram from this header's start on (its
+    IP header's total or payload length says where it ends). A check ``x <= DATAGRAM_LEFT``
+    says the header (or the length it claims) lies inside the datagram; with no IP header
+    before it in the layer it always holds."""
+    def __repr__(self):
+        return "DATAGRAM_LEFT"
+
+
 OFFSET = Offset()
 HEADER_LENGTH = HeaderLength()
+DATAGRAM_LEFT = DatagramLeft()
+# Bits of a datagram end (an offset plus a 16-bit length, as ``min_len``); all ones: none.
+DATAGRAM_END_BITS = 17
 
 
 @dataclass(frozen=True)
@@ -71,12 +92,13 @@ class EndOf:
 class Check:
     """The header is sane only if ``field op value``; otherwise ``flag`` is raised.
 
-    ``op`` is one of ``==``, ``>=``, ``has`` (all bits of value set). ``value`` is an int or
-    HEADER_LENGTH.
+    ``field``: a field name or HEADER_LENGTH. ``op`` is one of ``==``, ``>=``, ``has`` (all
+    bits of value set), ``<=``. ``value`` is an int, HEADER_LENGTH or (with ``<=``)
+    DATAGRAM_LEFT.
     """
-    field: str
+    field: Union[str, HeaderLength]
     op: str
-    value: Union[int, HeaderLength]
+    value: Union[int, HeaderLength, DatagramLeft]
     flag: str
 
 
@@ -107,6 +129,10 @@ class Header:
     tunnel: bool = False
     checks: tuple = ()
     binds: tuple = ()
+    # An IP header: where its datagram ends (checks against DATAGRAM_LEFT read it).
+    datagram: Optional[EndOf] = None
+    # Headers of a group count together against a per-layer limit (rule 0).
+    group: Optional[str] = None
 
     @property
     def fixed_bytes(self):
@@ -118,7 +144,7 @@ class Header:
     def max_bytes(self):
         if isinstance(self.length, LengthFrom):
             width = self.field(self.length.field).width
-            return max(self.fixed_bytes, ((1 << width) - 1) * self.length.scale)
+            return max(self.fixed_bytes, self.length.bytes((1 << width) - 1))
         return self.fixed_bytes
 
     def field(self, name):
@@ -139,8 +165,19 @@ class Header:
 
 # Ethertypes, IEEE 802.3 / IANA: 802.1Q C-tag 0x8100, 802.1ad S-tag 0x88a8, IPv4, IPv6.
 _ETHERTYPE_NEXT = {0x8100: "vlan", 0x88A8: "vlan", 0x0800: "ipv4", 0x86DD: "ipv6"}
-# IANA protocol numbers: TCP 6, UDP 17.
-_IP_NEXT = {6: "tcp", 17: "udp"}
+# IANA protocol numbers: TCP 6, UDP 17, and the extension headers (RFC 8200 section 4.1):
+# Routing 43 and Destination Options 60 (one format, walked as one header), Fragment 44, the
+# Authentication Header 51 (RFC 4302, also after IPv4). Hop-by-Hop Options (0) may only come
+# first, right after the IPv6 header (RFC 8200 section 4.3): elsewhere it ends the walk. ESP
+# (50) encrypts what follows: it ends the walk, with no L4, like any unknown protocol.
+_EXT_NEXT = {6: "tcp", 17: "udp", 43: "ipv6_opts", 60: "ipv6_opts", 44: "ipv6_frag", 51: "ah"}
+_IP_NEXT = {6: "tcp", 17: "udp", 51: "ah"}
+_IPV6_NEXT = {0: "ipv6_opts", **_EXT_NEXT}
+# Extension headers walked per layer before the walk gives up (``too_deep``); a build
+# parameter (``[parser] ext_headers``). RFC 8200 section 4.1 orders at most six, and real
+# traffic rarely carries more than two.
+DEFAULT_EXT_HEADERS = 4
+GROUPS = ("ip_ext",)
 # VXLAN's IANA-assigned UDP port (RFC 7348 section 5).
 VXLAN_PORT = 4789
 
@@ -192,25 +229,71 @@ HEADERS = (
             *_l3_flow_binds("src", "dst", "protocol", 0),
             Bind("min_len", EndOf("total_length"), mode="max"),
         ),
+        datagram=EndOf("total_length"),
     ),
     Header(
-        "ipv6",  # RFC 8200 section 3; extension headers end the walk (next header kept)
+        "ipv6",  # RFC 8200 section 3
         (Field("version", 4), Field("traffic_class", 8), Field("flow_label", 20),
          Field("payload_length", 16), Field("next_header", 8), Field("hop_limit", 8),
          Field("src", 128), Field("dst", 128)),
-        select="next_header", next=_IP_NEXT,
+        select="next_header", next=_IPV6_NEXT,
         checks=(Check("version", "==", 6, "malformed"),),
         binds=(
             Bind("l3_off", OFFSET, per_layer=True), Bind("l3_kind", 2, per_layer=True),
             *_l3_flow_binds("src", "dst", "next_header", 1),
             Bind("min_len", EndOf("payload_length", 40), mode="max"),
         ),
+        datagram=EndOf("payload_length", 40),
     ),
     Header(
-        "udp",  # RFC 768
+        # Hop-by-Hop Options, Routing, Destination Options (RFC 8200 sections 4.3, 4.4, 4.6):
+        # next header, length in 8-byte units after the first 8, then options or routing
+        # data, which the walk skips. Each binds the flow's protocol to its next header, so
+        # the flow says the upper-layer protocol, whatever headers came between.
+        "ipv6_opts",
+        (Field("next_header", 8), Field("hdr_ext_len", 8), Field("data", 48)),
+        length=LengthFrom("hdr_ext_len", 8, add=1), select="next_header", next=_EXT_NEXT,
+        group="ip_ext",
+        checks=(Check(HEADER_LENGTH, "<=", DATAGRAM_LEFT, "malformed"),),
+        binds=(Bind("flow.proto", "next_header"),),
+    ),
+    Header(
+        # Fragment (RFC 8200 section 4.5). The IPv4 rule: a fragment (M set or an offset)
+        # stops the walk before L4, first fragments included, so every fragment of a datagram
+        # hashes alike, on its addresses (as RSS does). An atomic fragment (no M, offset 0,
+        # RFC 6946) is a whole datagram: the walk goes on.
+        "ipv6_frag",
+        (Field("next_header", 8), Field("reserved", 8), Field("frag_offset", 13),
+         Field("res", 2), Field("m", 1), Field("ident", 32)),
+        select="next_header", next=_EXT_NEXT, group="ip_ext",
+        checks=(
+            Check(HEADER_LENGTH, "<=", DATAGRAM_LEFT, "malformed"),
+            Check("m", "==", 0, "fragment"),
+            Check("frag_offset", "==", 0, "fragment"),
+        ),
+        binds=(Bind("flow.proto", "next_header"),),
+    ),
+    Header(
+        # Authentication Header (RFC 4302 section 2): next header, payload length in 4-byte
+        # units less 2, reserved, SPI, sequence number, then the integrity check value. The
+        # fixed part alone is 3 units: a payload length of 0 is malformed.
+        "ah",
+        (Field("next_header", 8), Field("payload_len", 8), Field("reserved", 16),
+         Field("spi", 32), Field("seq", 32)),
+        length=LengthFrom("payload_len", 4, add=2), select="next_header", next=_EXT_NEXT,
+        group="ip_ext",
+        checks=(
+            Check("payload_len", ">=", 1, "malformed"),
+            Check(HEADER_LENGTH, "<=", DATAGRAM_LEFT, "malformed"),
+        ),
+        binds=(Bind("flow.proto", "next_header"),),
+    ),
+    Header(
+        "udp",  # RFC 768: the length covers header and data, inside the IP datagram
         (Field("sport", 16), Field("dport", 16), Field("length", 16), Field("checksum", 16)),
         select="dport", next={VXLAN_PORT: "vxlan"},
-        checks=(Check("length", ">=", 8, "malformed"),),
+        checks=(Check("length", ">=", 8, "malformed"),
+                Check("length", "<=", DATAGRAM_LEFT, "malformed")),
         binds=(
             Bind("l4_off", OFFSET, per_layer=True), Bind("l4_kind", 2, per_layer=True),
             Bind("flow.sport", "sport"), Bind("flow.dport", "dport"),
@@ -222,7 +305,8 @@ HEADERS = (
          Field("data_offset", 4), Field("reserved", 4), Field("flags", 8), Field("window", 16),
          Field("checksum", 16), Field("urgent", 16)),
         length=LengthFrom("data_offset", 4),
-        checks=(Check("data_offset", ">=", 5, "malformed"),),
+        checks=(Check("data_offset", ">=", 5, "malformed"),
+                Check(HEADER_LENGTH, "<=", DATAGRAM_LEFT, "malformed")),
         binds=(
             Bind("l4_off", OFFSET, per_layer=True), Bind("l4_kind", 1, per_layer=True),
             Bind("flow.sport", "sport"), Bind("flow.dport", "dport"),

@@ -17,7 +17,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..stream import PacketSignature, check_data_width
-from .headers import FIRST_HEADER, header_index
+from .headers import DEFAULT_EXT_HEADERS, FIRST_HEADER, header_index
 from .meta import meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
 from .toeplitz import toeplitz_hash
 from .reach import walk_reach
@@ -45,6 +45,9 @@ class HeaderParser(wiring.Component):
         Size of the capture window; headers beyond it are not parsed (flag ``too_deep``).
     walk_steps : int
         Headers walked per packet; the pipeline has one register stage per step.
+    ext_headers : int
+        IP extension headers (RFC 8200 section 4, and the Authentication Header) walked per
+        encapsulation layer; one more is ``too_deep``.
 
     Members
     -------
@@ -54,7 +57,8 @@ class HeaderParser(wiring.Component):
         Counters of packets leaving the parser (``errors``: any error flag set).
     """
 
-    def __init__(self, data_width=512, header_bytes=256, walk_steps=11):
+    def __init__(self, data_width=512, header_bytes=256, walk_steps=11,
+                 ext_headers=DEFAULT_EXT_HEADERS):
         check_data_width(data_width)
         if data_width < 64:
             raise ValueError(f"Parser data width must be at least 64, not {data_width!r}")
@@ -64,6 +68,10 @@ class HeaderParser(wiring.Component):
                              f"at least 64, not {header_bytes!r}")
         if not isinstance(walk_steps, int) or walk_steps < 1:
             raise ValueError(f"Walk steps must be a positive integer, not {walk_steps!r}")
+        if not isinstance(ext_headers, int) or not 0 <= ext_headers <= 15:
+            raise ValueError(f"Extension headers must be an integer from 0 to 15, "
+                             f"not {ext_headers!r}")
+        self.ext_headers = ext_headers
         self.data_width = data_width
         self.header_bytes = header_bytes
         self.walk_steps = walk_steps
@@ -121,9 +129,9 @@ class HeaderParser(wiring.Component):
         avail_now = avail + _popcount(self.i.p.keep)
         m.d.comb += handoff.eq(take & capturing & (self.i.p.last | (beat == self.capture_beats - 1)))
 
-        reach = walk_reach(H, self.walk_steps)
+        reach = walk_reach(H, self.walk_steps, self.ext_headers)
         windows = stage_windows(H, reach)
-        stages = [Signal(walk_state_layout(H, windows[k]), name=f"walk{k}")
+        stages = [Signal(walk_state_layout(H, windows[k], self.ext_headers), name=f"walk{k}")
                   for k in range(self.walk_steps + 1)]
         valid = [Signal(name=f"walk{k}_valid") for k in range(self.walk_steps + 1)]
         s0 = stages[0]
@@ -151,7 +159,7 @@ class HeaderParser(wiring.Component):
         # --- the walk: one registered step per header -----------------------------------
         for k in range(self.walk_steps):
             m.d.sync += walk_step(m, stages[k], stages[k + 1], H, reach[k], windows[k:k + 2],
-                                  name=f"walk{k}")
+                                  name=f"walk{k}", ext_headers=self.ext_headers)
             m.d.sync += valid[k + 1].eq(valid[k])
 
         # --- finish: tenant key, flow hash, depth check -> metadata FIFO ----------------

@@ -15,7 +15,8 @@ takes every value its error checks let through), which is all the pruning needs.
 import functools
 from dataclasses import dataclass
 
-from .headers import HEADERS_BY_NAME, FIRST_HEADER, LAYERS, LengthFrom
+from .headers import (HEADERS_BY_NAME, FIRST_HEADER, LAYERS, GROUPS, DEFAULT_EXT_HEADERS,
+                      LengthFrom)
 from .meta import ERROR_FLAGS
 
 __all__ = ["StepReach", "walk_reach", "header_lengths"]
@@ -33,15 +34,15 @@ class StepReach:
 def header_lengths(h):
     """Every length in bytes ``h`` can have when its walk goes on past it: a length field's
     values that no error check on that field refutes (RFC 791's IHL >= 5, TCP's data
-    offset >= 5), times the field's scale."""
+    offset >= 5), in bytes by the length rule."""
     if not isinstance(h.length, LengthFrom):
         return (h.fixed_bytes,)
     width = h.field(h.length.field).width
-    ops = {"==": lambda v, x: v == x, ">=": lambda v, x: v >= x,
+    ops = {"==": lambda v, x: v == x, ">=": lambda v, x: v >= x, "<=": lambda v, x: v <= x,
            "has": lambda v, x: (v & x) == x}
     checks = [c for c in h.checks if c.field == h.length.field and c.flag in ERROR_FLAGS
               and isinstance(c.value, int)]
-    return tuple(v * h.length.scale for v in range(1 << width)
+    return tuple(h.length.bytes(v) for v in range(1 << width)
                  if all(ops[c.op](v, c.value) for c in checks))
 
 
@@ -53,29 +54,38 @@ def _next(h):
 
 
 @functools.cache
-def walk_reach(header_bytes, walk_steps):
-    """:class:`StepReach` of each of ``walk_steps`` steps of a window of ``header_bytes``."""
-    states = {(FIRST_HEADER, 0, 0)}
+def walk_reach(header_bytes, walk_steps, ext_headers=DEFAULT_EXT_HEADERS):
+    """:class:`StepReach` of each of ``walk_steps`` steps of a window of ``header_bytes``,
+    with at most ``ext_headers`` headers of a counted group walked per layer (rule 0 of
+    headers.py: one more is met, to be flagged, but not walked)."""
+    # (header, layer, offset, headers of each group walked in the layer)
+    none = (0,) * len(GROUPS)
+    states = {(FIRST_HEADER, 0, 0, none)}
     steps = []
     for _ in range(walk_steps):
         layers = {}
-        for name, layer, off in states:
+        for name, layer, off, _count in states:
             layers.setdefault(name, set()).add(layer)
-        offsets = [off for _, _, off in states] or [0]
+        offsets = [s[2] for s in states] or [0]
         steps.append(StepReach({n: frozenset(ls) for n, ls in layers.items()},
                                min(offsets), max(offsets)))
         following = set()
-        for name, layer, off in states:
+        for name, layer, off, count in states:
             h = HEADERS_BY_NAME[name]
+            if h.group is not None:
+                g = GROUPS.index(h.group)
+                if count[g] >= ext_headers:
+                    continue
+                count = count[:g] + (count[g] + 1,) + count[g + 1:]
             if h.tunnel:
                 if layer == LAYERS - 1:
                     continue
-                layer += 1
+                layer, count = layer + 1, none
             for hlen in header_lengths(h):
                 end = off + hlen
                 # Rules 1 and 4 of headers.py: the walk goes on only inside the window.
                 if off + h.fixed_bytes > header_bytes or end > header_bytes:
                     continue
-                following |= {(n, layer, end) for n in _next(h)}
+                following |= {(n, layer, end, count) for n in _next(h)}
         states = following
     return tuple(steps)

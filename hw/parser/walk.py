@@ -11,7 +11,8 @@ import functools
 from amaranth.hdl import Cat, C, Mux, Signal
 from amaranth.lib import data
 
-from .headers import HEADERS, LAYERS, LengthFrom, Offset, EndOf, HeaderLength, header_index
+from .headers import (HEADERS, LAYERS, GROUPS, DATAGRAM_END_BITS, DEFAULT_EXT_HEADERS, LengthFrom,
+                      Offset, EndOf, HeaderLength, DatagramLeft, header_index)
 from .meta import ERROR_FLAGS, meta_layout, offset_width
 
 __all__ = ["walk_state_layout", "stage_windows", "walk_step", "NTH_HEADERS"]
@@ -22,9 +23,14 @@ _MAX_FIXED = max(h.fixed_bytes for h in HEADERS)
 _PASS_THROUGH = ("hdr", "avail", "ended")
 
 
-def walk_state_layout(header_bytes, window=None):
+def _group_bits(ext_headers):
+    return max(1, ext_headers.bit_length())
+
+
+def walk_state_layout(header_bytes, window=None, ext_headers=DEFAULT_EXT_HEADERS):
     """The state between walk steps. ``window``: the bytes ``(first, end)`` of the captured
-    window that ``hdr`` holds (all of it by default; see :func:`stage_windows`)."""
+    window that ``hdr`` holds (all of it by default; see :func:`stage_windows`).
+    ``ext_headers``: the per-layer limit of a counted group's headers (headers.py rule 0)."""
     ow = offset_width(header_bytes)
     first, end = window or (0, header_bytes)
     # An empty window (the finish's) has no field: a zero-width one is a [-1:0] in Verilog.
@@ -36,6 +42,10 @@ def walk_state_layout(header_bytes, window=None):
         "kind": (len(HEADERS) + 1).bit_length(),  # header_index() of it, 0 when stopped
         "layer": max(1, (LAYERS - 1).bit_length()),
         "counts": data.ArrayLayout(2, max(1, len(NTH_HEADERS))),
+        "groups": data.ArrayLayout(_group_bits(ext_headers), len(GROUPS)),
+        # Where the layer's IP datagram ends (headers.py rule 2); 0: no IP header yet (an IP
+        # header starts past the Ethernet header, so a datagram never ends at 0).
+        "dgram_end": DATAGRAM_END_BITS,
         "meta": meta_layout(header_bytes),
     })
 
@@ -67,7 +77,7 @@ def _stop_short(m, s, n):
     m.d.comb += n.kind.eq(0)
 
 
-def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS)):
+def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFAULT_EXT_HEADERS):
     fixed = h.fixed_bytes
     raw = win[:fixed * 8]
     be = Cat(*[raw[8 * i:8 * i + 8] for i in reversed(range(fixed))])  # wire byte 0 on top
@@ -78,15 +88,28 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS)):
         m.d.comb += fields[f.name].eq(be[fixed * 8 - pos - width:fixed * 8 - pos])
     if isinstance(h.length, LengthFrom):
         hlen = Signal(range(h.max_bytes + 1), name=f"{prefix}_{h.name}_length")
-        m.d.comb += hlen.eq(fields[h.length.field] * h.length.scale)
+        m.d.comb += hlen.eq((fields[h.length.field] + h.length.add) * h.length.scale)
     else:
         hlen = C(fixed)
     end = Signal(range(1 << (len(s.off) + 1)), name=f"{prefix}_{h.name}_end")
     m.d.comb += end.eq(s.off + hlen)
 
-    with m.If(s.off + fixed > s.avail):
+    full = C(0)
+    if h.group is not None:
+        gi = GROUPS.index(h.group)
+        full = s.groups[gi] >= ext_headers
+        m.d.comb += n.groups[gi].eq(s.groups[gi] + 1)
+    dgram = s.dgram_end
+    if h.datagram is not None:
+        dgram = Signal(DATAGRAM_END_BITS, name=f"{prefix}_{h.name}_dgram_end")
+        m.d.comb += dgram.eq(s.off + h.datagram.extra + fields[h.datagram.field])
+    with m.If(full):
+        m.d.comb += [n.meta.flags.too_deep.eq(1), n.kind.eq(0)]
+    with m.Elif(s.off + fixed > s.avail):
         _stop_short(m, s, n)
     with m.Else():
+        if h.datagram is not None:
+            m.d.comb += n.dgram_end.eq(dgram)
         count = None
         if h.name in NTH_HEADERS:
             ci = NTH_HEADERS.index(h.name)
@@ -119,9 +142,13 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS)):
         failed = C(0)  # an error check failed: stop before trusting the length
         last = C(0)    # a non-error check failed (a fragment): this header is the last
         for c in h.checks:
-            got = fields[c.field]
-            ref = hlen if isinstance(c.value, HeaderLength) else C(c.value)
-            ok = {"==": got == ref, ">=": got >= ref, "has": (got & ref) == ref}[c.op]
+            got = hlen if isinstance(c.field, HeaderLength) else fields[c.field]
+            if isinstance(c.value, DatagramLeft):
+                ok = (dgram == 0) | (s.off + got <= dgram)
+            else:
+                ref = hlen if isinstance(c.value, HeaderLength) else C(c.value)
+                ok = {"==": got == ref, ">=": got >= ref, "<=": got <= ref,
+                      "has": (got & ref) == ref}[c.op]
             with m.If(~ok):
                 m.d.comb += getattr(n.meta.flags, c.flag).eq(1)
             if c.flag in ERROR_FLAGS:
@@ -152,7 +179,8 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS)):
                         m.d.comb += [n.meta.flags.too_deep.eq(1), n.kind.eq(0)]
                     with m.Else():
                         m.d.comb += n.layer.eq(s.layer + 1)
-                        m.d.comb += [c.eq(0) for c in n.counts]
+                        m.d.comb += [c.eq(0) for c in [*n.counts, *n.groups]]
+                        m.d.comb += n.dgram_end.eq(0)
 
 
 class _Split:
@@ -245,14 +273,15 @@ def _byte_shifter(m, value, offset, out_bytes, name):
     return value[:out_bytes * 8]
 
 
-def walk_step(m, s, state_out, header_bytes, reach, windows, name="walk"):
+def walk_step(m, s, state_out, header_bytes, reach, windows, name="walk",
+              ext_headers=DEFAULT_EXT_HEADERS):
     """Statements that drive ``state_out`` (a view, assigned in ``sync``) one header on from
     ``s``. The window and frame facts pass through; the walk fields are recomputed.
 
     ``reach`` (a :class:`~.reach.StepReach`): build only the headers, layers and offsets this
     step can meet. ``windows``: the ``(first, end)`` window bytes ``s`` and ``state_out``
-    carry (:func:`stage_windows`)."""
-    layout = walk_state_layout(header_bytes)
+    carry (:func:`stage_windows`). ``ext_headers``: headers.py rule 0's limit."""
+    layout = walk_state_layout(header_bytes, ext_headers=ext_headers)
     changing = data.StructLayout({k: f.shape for k, f in layout if k not in _PASS_THROUGH})
     n = _Split(changing, name)
     m.d.comb += [a.eq(b) for a, b in zip(n.leaves(), _view_leaves(s, changing))]
@@ -270,7 +299,7 @@ def walk_step(m, s, state_out, header_bytes, reach, windows, name="walk"):
         for h in HEADERS:
             if h.name in kinds:
                 with m.Case(header_index(h.name)):
-                    _header_case(m, s, n, h, win, name, kinds[h.name])
+                    _header_case(m, s, n, h, win, name, kinds[h.name], ext_headers)
     carried = ([state_out.hdr.eq(s.hdr[(out_first - first) * 8:(out_end - first) * 8])]
                if out_end > out_first else [])
     return (carried

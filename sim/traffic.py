@@ -717,15 +717,22 @@ def _base_spec(rng: random.Random, kind: str, nvlans: int, size: int, flow: int 
         il3, il4 = _pick(rng, ("ipv4", "ipv6")), _pick(rng, ("udp", "tcp"))
         iihl = _rint(rng, 5, 15) if il3 == "ipv4" and not minimal else 5
         idoff = _rint(rng, 5, 15) if il4 == "tcp" and not minimal else 5
+        # An inner IPv6 header is followed by one extension header a time in three (one, so
+        # the deepest stack still fits the parser's default 11 walk steps).
+        iext = ()
+        if il3 == "ipv6" and not minimal and rng.random() < 1 / 3:
+            code = _pick(rng, (EXT_HOP_BY_HOP, EXT_DEST_OPTS, EXT_ROUTING, EXT_FRAGMENT, EXT_AH))
+            iext = ((code, _ext_length(rng, code)),)
         vni = rng.getrandbits(24) if flow is None else \
             random.Random(0x7E110000 + flow).getrandbits(24)
         csum = bool(rng.getrandbits(1)) if vxlan_checksum is None else vxlan_checksum
         l4off = l3off + _l3l4_len(outer, None, None, ihl, 5)
         # outer UDP (RFC 768) + VXLAN (RFC 7348) = 16 bytes before the inner frame
-        inner_hdr = 14 + 4 * inv + _l3l4_len(il3, il4, None, iihl, idoff)
+        inner_hdr = 14 + 4 * inv + _l3l4_len(il3, il4, None, iihl, idoff,
+                                             ext=sum(n for _, n in iext))
         total = max(size, l4off + 16 + inner_hdr)
         inner = _mk(size=total - l4off - 16, vlans=ivlans, l3=il3, l4=il4, ihl=iihl,
-                           tcp_doff=idoff, flow=flow)
+                    tcp_doff=idoff, ext=iext, flow=flow)
         return _mk(size=total, vlans=vlans, l3=outer, l4="udp", ihl=ihl, vxlan_vni=vni,
                           vxlan_checksum=csum, inner=inner, flow=flow)
     l3k, l4k = kind.split("_")

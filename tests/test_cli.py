@@ -52,6 +52,8 @@ def test_lint_reports_real_problems(tmp_path):
     ('[design]\nname = "1x"\n', "design.name must be a Verilog identifier, not '1x'"),
     ('[parser]\nheader_bytes = 100\n', "parser.header_bytes must be a multiple of 64"),
     ('[parser]\nwalk_steps = 0\n', "parser.walk_steps must be an integer from 1 to 32, not 0"),
+    ('[parser]\next_headers = 16\n',
+     "parser.ext_headers must be an integer from 0 to 15, not 16"),
     ('[parser]\ncolour = 1\n', "unknown key parser.colour"),
     ('[tenants]\n', "unknown section [tenants]"),
     ('[design\n', "not valid TOML"),

@@ -56,3 +56,15 @@ def test_small_window_flags_too_deep(tmp_path):
         "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1}, test_dir=tmp_path)
     assert result["mismatches"] == 0 and result["packets_out"] == 3000
     assert result["flags"]["too_deep"] > 0
+
+
+def test_extension_header_limit_is_a_build_parameter(tmp_path):
+    """``[parser] ext_headers = 1``: IPv6 packets with a second extension header come out
+    ``too_deep`` exactly where the model with the same limit says (the generator draws one to
+    three), with everything else unchanged."""
+    sim = design_simulator(DesignConfig(name="parser_ext1", data_width=512, ext_headers=1))
+    result = run_bench(sim, "random_traffic", {
+        "SNIC_SEED": 78, "SNIC_PACKETS": 2000, "SNIC_IDLE": "random",
+        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1}, test_dir=tmp_path)
+    assert result["mismatches"] == 0 and result["packets_out"] == 2000
+    assert result["flags"]["too_deep"] > 20

@@ -144,7 +144,9 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFA
         for c in h.checks:
             got = hlen if isinstance(c.field, HeaderLength) else fields[c.field]
             if isinstance(c.value, DatagramLeft):
-                ok = (dgram == 0) | (s.off + got <= dgram)
+                # (The header's own end is computed already: no second adder for it.)
+                last_byte = end if isinstance(c.field, HeaderLength) else s.off + got
+                ok = (dgram == 0) | (last_byte <= dgram)
             else:
                 ref = hlen if isinstance(c.value, HeaderLength) else C(c.value)
                 ok = {"==": got == ref, ">=": got >= ref, "<=": got <= ref,

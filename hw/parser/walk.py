@@ -91,7 +91,9 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFA
         m.d.comb += hlen.eq((fields[h.length.field] + h.length.add) * h.length.scale)
     else:
         hlen = C(fixed)
-    end = Signal(range(1 << (len(s.off) + 1)), name=f"{prefix}_{h.name}_end")
+    # Wide enough for the longest header from the last offset (an IPv6 extension header
+    # may claim 2,048 bytes): a wrapped end would pass rule 4's check.
+    end = Signal(range((1 << len(s.off)) + h.max_bytes + 1), name=f"{prefix}_{h.name}_end")
     m.d.comb += end.eq(s.off + hlen)
 
     full = C(0)

@@ -196,7 +196,7 @@ def test_hardware_matches_model_512(tmp_path):
     """A short run at 512 bits (the default NIC shape: one beat holds a small packet)."""
     sim = classifier_simulator(NicShape(data_width=512), port=1, entries=16)
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": 10, "SNIC_PACKETS": 1000, "SNIC_DEFAULT": "drop",
+        "SNIC_SEED": 11, "SNIC_PACKETS": 1000, "SNIC_DEFAULT": "drop",
         "SNIC_IDLE": "random", "SNIC_BACKPRESSURE": "random",
     }, test_dir=tmp_path, module=TB)
     assert result["mismatches"] == 0

@@ -211,6 +211,11 @@ class PacketSpec:
         return f"{self.l3}_{self.l4}"
 
     @property
+    def ext_bytes(self) -> int:
+        """Bytes of the IPv6 extension headers."""
+        return sum(n for _, n in self.ext)
+
+    @property
     def l4_present(self) -> bool:
         """True if the L4 header is in the frame (not a non-first fragment)."""
         return self.l4 is not None and not (self.fragment and self.frag_offset != 0)
@@ -279,8 +284,7 @@ def layout(spec: PacketSpec) -> tuple[tuple[str, int], ...]:
     """Start offset of each header of the untruncated frame, outermost first.
 
     Names: eth, vlan, arp, ipv4, ipv6, hbh, dstopts, routing, frag6, ah, udp, tcp, icmp, icmpv6,
-    gre, vxlan, and the same with an
-    "inner_" prefix after VXLAN; then ("pad", off) for ARP padding or ("payload", off); finally
+    gre, vxlan, and the same with an "inner_" prefix after VXLAN; then ("pad", off) for ARP padding or ("payload", off); finally
     ("end", frame_length). For random_bytes the layout is just payload and end.
     """
     m = spec.malformation
@@ -462,7 +466,7 @@ def _frame(spec: PacketSpec, length: int, rng: random.Random, inner: bool = Fals
     l4 = spec.l4
     fragment = spec.fragment
     l4_present = l4 is not None and not (fragment and spec.frag_offset != 0)
-    l3hdr = 4 * spec.ihl if v4 else 40 + sum(n for _, n in spec.ext)
+    l3hdr = 4 * spec.ihl if v4 else 40 + spec.ext_bytes
     if not l4_present:
         l4hdr = 0
     elif l4 == "udp":
@@ -556,8 +560,7 @@ _VXLAN_FLAGS = b"\x08\x00\x00\x00"  # RFC 7348: I flag set, reserved bits zero
 def _l3_offsets(spec: PacketSpec) -> tuple[int, int]:
     """(L3 offset, L4 offset) of the outer packet."""
     l3off = 14 + 4 * len(spec.vlans)
-    return l3off, l3off + (4 * spec.ihl if spec.l3 == "ipv4"
-                           else 40 + sum(n for _, n in spec.ext))
+    return l3off, l3off + (4 * spec.ihl if spec.l3 == "ipv4" else 40 + spec.ext_bytes)
 
 
 def _fix_ipv4_checksum(buf: bytearray, l3off: int, hlen: int) -> None:

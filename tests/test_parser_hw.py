@@ -47,24 +47,18 @@ def test_saturation_is_line_rate(simulator, tmp_path):
     assert result["beats_per_cycle"] > 0.99
 
 
-def test_small_window_flags_too_deep(tmp_path):
-    """A 64-byte window at 512 bits: deep header stacks run past it and must come out flagged
-    ``too_deep`` exactly where the model says, with everything else unchanged."""
-    sim = design_simulator(DesignConfig(name="parser_w64b", data_width=512, header_bytes=64))
+@pytest.mark.parametrize("config,seed,packets,least", [
+    (DesignConfig(name="parser_w64b", data_width=512, header_bytes=64), 77, 3000, 1),
+    (DesignConfig(name="parser_ext1", data_width=512, ext_headers=1), 78, 2000, 21),
+], ids=["small_window", "ext_headers_1"])
+def test_too_deep_where_the_model_says(config, seed, packets, least, tmp_path):
+    """Builds that stop the walk early, at 512 bits: a 64-byte window (deep header stacks run
+    past it) and ``[parser] ext_headers = 1`` (IPv6 packets with a second extension header;
+    the generator draws one to three). Such packets come out ``too_deep`` exactly where the
+    model with the same parameters says, with everything else unchanged."""
+    sim = design_simulator(config)
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": 77, "SNIC_PACKETS": 3000, "SNIC_IDLE": "random",
+        "SNIC_SEED": seed, "SNIC_PACKETS": packets, "SNIC_IDLE": "random",
         "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1}, test_dir=tmp_path)
-    assert result["mismatches"] == 0 and result["packets_out"] == 3000
-    assert result["flags"]["too_deep"] > 0
-
-
-def test_extension_header_limit_is_a_build_parameter(tmp_path):
-    """``[parser] ext_headers = 1``: IPv6 packets with a second extension header come out
-    ``too_deep`` exactly where the model with the same limit says (the generator draws one to
-    three), with everything else unchanged."""
-    sim = design_simulator(DesignConfig(name="parser_ext1", data_width=512, ext_headers=1))
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": 78, "SNIC_PACKETS": 2000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1}, test_dir=tmp_path)
-    assert result["mismatches"] == 0 and result["packets_out"] == 2000
-    assert result["flags"]["too_deep"] > 20
+    assert result["mismatches"] == 0 and result["packets_out"] == packets
+    assert result["flags"]["too_deep"] >= least

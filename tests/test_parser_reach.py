@@ -8,9 +8,8 @@ import random
 
 import pytest
 
-from supernic.hw.parser.headers import (DEFAULT_EXT_HEADERS, FIRST_HEADER, GROUPS,
-                                        HEADERS_BY_NAME, LAYERS, LengthFrom)
-from supernic.hw.parser.reach import header_lengths, walk_reach
+from supernic.hw.parser.headers import FIRST_HEADER, HEADERS_BY_NAME, LengthFrom
+from supernic.hw.parser.reach import FIRST_STATE, header_lengths, successors, walk_reach
 from supernic.sim import traffic as T
 from supernic.sim.parser_model import ParserModel
 
@@ -92,32 +91,16 @@ def _witness(path, header_bytes):
 
 def witnesses(header_bytes, walk_steps):
     """One frame for each (step, header, layer) :func:`walk_reach` allows, found by the same
-    search with the path kept: if the model meets each where its frame says, no step is
+    search (``successors``) with the path kept: if the model meets each where its frame says, no step is
     built for a header it cannot meet."""
-    none = (0,) * len(GROUPS)
-    states = {(FIRST_HEADER, 0, 0, none): [(FIRST_HEADER, 0)]}
+    states = {FIRST_STATE: [(FIRST_HEADER, 0)]}
     out = {}
     for step in range(walk_steps):
         following = {}
-        for (name, layer, off, count), path in states.items():
-            out.setdefault((step, name, layer), path)
-            h = HEADERS_BY_NAME[name]
-            if h.group is not None:
-                g = GROUPS.index(h.group)
-                if count[g] >= DEFAULT_EXT_HEADERS:
-                    continue
-                count = count[:g] + (count[g] + 1,) + count[g + 1:]
-            if h.tunnel:
-                if layer == LAYERS - 1:
-                    continue
-                layer, count = layer + 1, none
-            for hlen in header_lengths(h):
-                end = off + hlen
-                if off + h.fixed_bytes > header_bytes or end > header_bytes:
-                    continue
-                for n in sorted(({*h.next.values()} if h.select else set())
-                                | ({h.default_next} if h.default_next else set())):
-                    following.setdefault((n, layer, end, count), path + [(n, end)])
+        for state, path in states.items():
+            out.setdefault((step, state[0], state[1]), path)
+            for nxt in successors(state, header_bytes):
+                following.setdefault(nxt, path + [(nxt[0], nxt[2])])
         states = following
     return {key: _witness(path, header_bytes) for key, path in out.items()}
 

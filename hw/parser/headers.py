@@ -77,7 +77,7 @@ class DatagramLeft:
 OFFSET = Offset()
 HEADER_LENGTH = HeaderLength()
 DATAGRAM_LEFT = DatagramLeft()
-# Bits of a datagram end (an offset plus a 16-bit length, as ``min_len``); all ones: none.
+# Bits of a datagram end (an offset plus a 16-bit length, as ``min_len``).
 DATAGRAM_END_BITS = 17
 
 

@@ -19,7 +19,7 @@ from .headers import (HEADERS_BY_NAME, FIRST_HEADER, LAYERS, GROUPS, DEFAULT_EXT
                       LengthFrom)
 from .meta import ERROR_FLAGS
 
-__all__ = ["StepReach", "walk_reach", "header_lengths"]
+__all__ = ["StepReach", "walk_reach", "header_lengths", "successors", "FIRST_STATE"]
 
 
 @dataclass(frozen=True)
@@ -53,39 +53,48 @@ def _next(h):
     return names
 
 
+# The walk's start: Ethernet at offset 0 of the outer layer, no counted header yet.
+FIRST_STATE = (FIRST_HEADER, 0, 0, (0,) * len(GROUPS))
+
+
+def successors(state, header_bytes, ext_headers=DEFAULT_EXT_HEADERS):
+    """The states a walk step can go on to from ``state``, ``(header, layer, offset, headers
+    of each group walked in the layer)``, in a fixed order: rules 0, 1, 4 and 5 of
+    headers.py, a length field taking every value its error checks let through."""
+    name, layer, off, count = state
+    h = HEADERS_BY_NAME[name]
+    if h.group is not None:
+        g = GROUPS.index(h.group)
+        if count[g] >= ext_headers:
+            return []   # met, to be flagged, but not walked
+        count = count[:g] + (count[g] + 1,) + count[g + 1:]
+    if h.tunnel:
+        if layer == LAYERS - 1:
+            return []
+        layer, count = layer + 1, FIRST_STATE[3]
+    out = []
+    for hlen in header_lengths(h):
+        end = off + hlen
+        # Rules 1 and 4 of headers.py: the walk goes on only inside the window.
+        if off + h.fixed_bytes > header_bytes or end > header_bytes:
+            continue
+        out += [(n, layer, end, count) for n in sorted(_next(h))]
+    return out
+
+
 @functools.cache
 def walk_reach(header_bytes, walk_steps, ext_headers=DEFAULT_EXT_HEADERS):
     """:class:`StepReach` of each of ``walk_steps`` steps of a window of ``header_bytes``,
     with at most ``ext_headers`` headers of a counted group walked per layer (rule 0 of
     headers.py: one more is met, to be flagged, but not walked)."""
-    # (header, layer, offset, headers of each group walked in the layer)
-    none = (0,) * len(GROUPS)
-    states = {(FIRST_HEADER, 0, 0, none)}
+    states = {FIRST_STATE}
     steps = []
     for _ in range(walk_steps):
         layers = {}
-        for name, layer, off, _count in states:
+        for name, layer, _off, _count in states:
             layers.setdefault(name, set()).add(layer)
         offsets = [s[2] for s in states] or [0]
         steps.append(StepReach({n: frozenset(ls) for n, ls in layers.items()},
                                min(offsets), max(offsets)))
-        following = set()
-        for name, layer, off, count in states:
-            h = HEADERS_BY_NAME[name]
-            if h.group is not None:
-                g = GROUPS.index(h.group)
-                if count[g] >= ext_headers:
-                    continue
-                count = count[:g] + (count[g] + 1,) + count[g + 1:]
-            if h.tunnel:
-                if layer == LAYERS - 1:
-                    continue
-                layer, count = layer + 1, none
-            for hlen in header_lengths(h):
-                end = off + hlen
-                # Rules 1 and 4 of headers.py: the walk goes on only inside the window.
-                if off + h.fixed_bytes > header_bytes or end > header_bytes:
-                    continue
-                following |= {(n, layer, end, count) for n in _next(h)}
-        states = following
+        states = {n for st in states for n in successors(st, header_bytes, ext_headers)}
     return tuple(steps)

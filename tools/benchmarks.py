@@ -292,6 +292,27 @@ BENCHMARKS = {
 }
 
 
+def _fuzz_bench(config, console, quick):
+    from .fuzz import run_with_progress
+    from .fuzz_nic import nic_campaign
+    # The campaign's own parameters: at least a million frames (issue 17), 64 bits (the
+    # fastest build to simulate; the walk is the same at every width).
+    result = run_with_progress(config, 20_000 if quick else 1_000_000, console, seed=1)
+    if config.is_nic:
+        with console.status(f"fuzzing the {config.name} NIC") as status:
+            result["nic"] = nic_campaign(config, 5_000 if quick else 100_000, seed=1,
+                                         progress=status.update)
+    return result
+
+
+def _fuzz_show(result, console):
+    from .fuzz import show
+    from .fuzz_nic import show as show_nic
+    show(result, console)
+    if "nic" in result:
+        show_nic(result["nic"], console)
+
+
 def run_benchmark(name, config, console, quick=False, only=None):
     if only:
         return BENCHMARKS[name].run(config, console, quick, only=only)

@@ -130,6 +130,32 @@ def cmd_bench(args):
     return 0
 
 
+def cmd_fuzz(args):
+    from ..tools.fuzz import failed, run_with_progress, show
+    config = _load(args)
+    if args.frames < 1 or args.workers < 0:
+        _error("--frames must be at least 1 and --workers at least 0")
+        return 2
+    if args.pcap is not None and not args.pcap.is_file():
+        _error(f"no such pcap: {args.pcap}")
+        return 2
+    replay = "snic fuzz" + (f" --config {args.config}" if args.config else "") + (
+        f" --width {args.width}" if args.width != 64 else "")
+    console = _console(stderr=args.json)
+    try:
+        result = run_with_progress(config, args.frames, console, seed=args.seed,
+                                   width=args.width, workers=args.workers, out_dir=args.out,
+                                   pcap=args.pcap, replay=replay)
+    except ValueError as e:
+        _error(e)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        show(result, console)
+    return 1 if failed(result) else 0
+
+
 def cmd_device_serve(args):
     from .server import ServerError, serve_design
     config = _load(args)
@@ -563,6 +589,22 @@ def main(argv=None):
     p.add_argument("--only", metavar="NAMES",
                    help="nt, transform: comma-separated NT kinds (nt: and chain names) to run")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("fuzz", help="random and mutated frames through the parser on the "
+                       "virtual device and the model, every metadata field compared")
+    p.add_argument("--config", type=Path, help="design TOML: its parser parameters")
+    p.add_argument("--frames", type=int, default=100_000, help="frames to send (default 100,000)")
+    p.add_argument("--seed", type=int, default=1, help="campaign seed (default 1)")
+    p.add_argument("--width", type=int, choices=(64, 128, 256, 512), default=64,
+                   help="data width of the parser build (default 64)")
+    p.add_argument("--pcap", type=Path, help="send the frames of this pcap instead (replays a "
+                   "saved mismatch)")
+    p.add_argument("--out", type=Path, help="where mismatching frames are saved as pcaps "
+                   "(default: the cache's fuzz/)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes drawing frames and running the model (default 2)")
+    p.add_argument("--json", action="store_true", help="print one JSON object of figures")
+    p.set_defaults(func=cmd_fuzz)
 
     p = sub.add_parser("device", help="run a virtual device that drivers attach to")
     device_sub = p.add_subparsers(dest="device_command", required=True)

@@ -245,9 +245,31 @@ def _profile_show(profile, console):
     console.print(table)
 
 
+def _fuzz_bench(config, console, quick):
+    from .fuzz import run_with_progress
+    from .fuzz_nic import nic_campaign
+    # The campaign's own parameters: at least a million frames (issue 17), 64 bits (the
+    # fastest build to simulate; the walk is the same at every width).
+    result = run_with_progress(config, 20_000 if quick else 1_000_000, console, seed=1)
+    if config.is_nic:
+        with console.status(f"fuzzing the {config.name} NIC") as status:
+            result["nic"] = nic_campaign(config, 5_000 if quick else 100_000, seed=1,
+                                         progress=status.update)
+    return result
+
+
+def _fuzz_show(result, console):
+    from .fuzz import show
+    from .fuzz_nic import show as show_nic
+    show(result, console)
+    if "nic" in result:
+        show_nic(result["nic"], console)
+
+
 from .bench_nt import nt_bench, nt_show, standalone_config  # noqa: E402
 from .bench_transform import transform_bench, transform_show  # noqa: E402
 from .bench_build import build_bench, build_show  # noqa: E402
+from .formal import formal_bench, formal_show  # noqa: E402
 from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
                         scaling_bench, scaling_show)
 
@@ -289,28 +311,17 @@ BENCHMARKS = {
         "plain, full and boundary port (lut_overhead), ECP5 fmax, live against all flip-flop "
         "bits, beats/cycle with and without, stop latency and state capture/restore cycles",
         transform_bench, transform_show),
+    "fuzz": Benchmark(
+        "the parser fuzz campaign: 1,000,000 random and mutated frames (bit flips, "
+        "truncations, length and field lies, extension chains, tag stacks, tiny and jumbo "
+        "frames) through the parser on the virtual device and the model, every metadata "
+        "field compared, and 100,000 through the whole NIC, every frame delivered or counted",
+        _fuzz_bench, _fuzz_show),
+    "formal": Benchmark(
+        "formal proofs (YoWASP Yosys, yosys-smtbmc with z3): the stream contract of the fork, "
+        "the join, the region link (and its latch) and every NT; result, depth and time per "
+        "property", formal_bench, formal_show),
 }
-
-
-def _fuzz_bench(config, console, quick):
-    from .fuzz import run_with_progress
-    from .fuzz_nic import nic_campaign
-    # The campaign's own parameters: at least a million frames (issue 17), 64 bits (the
-    # fastest build to simulate; the walk is the same at every width).
-    result = run_with_progress(config, 20_000 if quick else 1_000_000, console, seed=1)
-    if config.is_nic:
-        with console.status(f"fuzzing the {config.name} NIC") as status:
-            result["nic"] = nic_campaign(config, 5_000 if quick else 100_000, seed=1,
-                                         progress=status.update)
-    return result
-
-
-def _fuzz_show(result, console):
-    from .fuzz import show
-    from .fuzz_nic import show as show_nic
-    show(result, console)
-    if "nic" in result:
-        show_nic(result["nic"], console)
 
 
 def run_benchmark(name, config, console, quick=False, only=None):

@@ -62,14 +62,25 @@ class RegionLink(wiring.Component):
         m.submodules.join = join = PacketJoin(shape.data_width, shape.meta_layout, 2,
                                               primary=0, primary_depth=self.primary_depth)
         linked = Signal()
-        # Packets inside B while linked: the join takes B's beats after its verdict, so the
-        # store's queues can be empty while B still finishes a packet.
+        ports = [self.store_a_in, self.store_a_out, self.store_b_in, self.store_b_out,
+                 self.region_a_i, self.region_a_o, self.region_b_i, self.region_b_o]
+        # A port is mid-packet from its first beat to its last. The store's in-flight counts
+        # (``idle``) are not enough: the join lets A's packet out as soon as B's first beat
+        # gave its verdict, so the store can have A's packet back while the fork still owes B
+        # the packet's last beats (the store's last beat not yet retired) and B is still
+        # sending its copy to the join. Switching then would hand B's tail to the store as a
+        # packet never dispatched (found by the formal proof, hw/formal/properties.py).
+        mid = Signal(len(ports))
+        for k, port in enumerate(ports):
+            with m.If(port.valid & port.ready):
+                m.d.sync += mid[k].eq(~port.p.last)
+        # Packets inside B while linked, from their first beat in to their last beat out.
         b_inside = Signal(16)
-        b_took = self.region_b_i.valid & self.region_b_i.ready & self.region_b_i.p.last
+        b_began = self.region_b_i.valid & self.region_b_i.ready & ~mid[6]
         b_gave = self.region_b_o.valid & self.region_b_o.ready & self.region_b_o.p.last
         with m.If(linked):
-            m.d.sync += b_inside.eq(b_inside + b_took - b_gave)
-        with m.If(self.idle & (b_inside == 0)):
+            m.d.sync += b_inside.eq(b_inside + b_began - b_gave)
+        with m.If(self.idle & (b_inside == 0) & ~mid.any()):
             m.d.sync += linked.eq(self.request)
         m.d.comb += [self.linked.eq(linked), self.b_online.eq(self.b_online_in & ~linked)]
 

@@ -114,8 +114,8 @@ def cmd_bench(args):
         _error(f"unknown benchmark {args.name!r} (known: {', '.join(BENCHMARKS)})")
         return 2
     only = [x for x in (args.only or "").split(",") if x]
-    if only and args.name not in ("nt", "transform"):
-        _error(f"--only applies to the nt and transform benchmarks, not {args.name!r}")
+    if only and args.name not in ("nt", "transform", "formal"):
+        _error(f"--only applies to the nt, transform and formal benchmarks, not {args.name!r}")
         return 2
     try:
         result = run_benchmark(args.name, _load(args), console=_console(stderr=True),
@@ -587,7 +587,8 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="print one JSON object of figures")
     p.add_argument("--quick", action="store_true", help="fewer packets (for smoke tests)")
     p.add_argument("--only", metavar="NAMES",
-                   help="nt, transform: comma-separated NT kinds (nt: and chain names) to run")
+                   help="nt, transform: comma-separated NT kinds (nt: and chain names) to run; "
+                   "formal: property names")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("fuzz", help="random and mutated frames through the parser on the "

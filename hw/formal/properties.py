@@ -1,0 +1,173 @@
+"""The catalog of formal properties: what each claims, how its harness is built, and the depth
+``snic bench formal`` proves it to (tests/test_formal.py uses a shallower one).
+
+* ``fork``, ``join``: the chain's fork and join (hw/chain/fork.py, join.py) keep the stream
+  contract on every output whenever their inputs do.
+* ``link``: the region link (hw/nic/link.py) keeps the contract on the four streams it drives,
+  and its latch never switches while a packet is half-way through any of its eight ports, in
+  the environment the NIC gives it: ``idle`` is the packet store's in-flight count for both
+  regions being zero (hw/nic/top.py), and a region gives back only packets it was given.
+* ``nt_<kind>``: every network task (hw/nt/) keeps the contract on its output for every value
+  of its configuration registers, at 64 bits.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from amaranth.hdl import Assert, Assume, Signal
+from amaranth.lib import data
+
+from .contract import ContractHarness
+
+__all__ = ["Property", "PROPERTIES", "ports_of"]
+
+#: Metadata of the chain blocks' proofs: the two verdict bits the join merges.
+_VERDICTS = data.StructLayout({"drop": 1, "mark": 1})
+_WIDTH = 64
+_HEADER_BYTES = 64
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    doc: str
+    build: Callable     # () -> (harness, ports)
+    depth: int          # snic bench formal
+    ci_depth: int       # tests/test_formal.py
+
+
+def ports_of(component):
+    """Every signal of a component's signature, as ports of the top the proof sees (inputs
+    not driven in the harness are free)."""
+    out = []
+    for _path, _member, value in component.signature.flatten(component):
+        out.append(value.as_value() if hasattr(value, "as_value") else value)
+    return out
+
+
+def _fork():
+    from ..chain.fork import PacketFork
+    dut = PacketFork(_WIDTH, _VERDICTS, 2)
+    return ContractHarness(dut, [dut.i], dut.outputs()), ports_of(dut)
+
+
+def _join():
+    from ..chain.join import PacketJoin
+    dut = PacketJoin(_WIDTH, _VERDICTS, 2, primary_depth=4)
+    return ContractHarness(dut, dut.inputs(), [dut.o]), ports_of(dut)
+
+
+def _taken(stream):
+    return stream.valid & stream.ready
+
+
+def _mid_packet(m, stream, name):
+    """High between a packet's first and last beat on ``stream`` (its first beat taken, its
+    last not yet)."""
+    mid = Signal(name=f"{name}_mid")
+    with m.If(_taken(stream)):
+        m.d.sync += mid.eq(~stream.p.last)
+    return mid
+
+
+def _packets(m, started_on, ended_on, name, width=5):
+    """Packets whose first beat went on ``started_on`` and whose last has not yet left on
+    ``ended_on`` (``_NEVER``: packets begun)."""
+    count = Signal(width, name=name)
+    first = Signal(init=1, name=f"{name}_first")
+    with m.If(_taken(started_on)):
+        m.d.sync += first.eq(started_on.p.last)
+    began = _taken(started_on) & first
+    ended = 0 if ended_on is _NEVER else _taken(ended_on) & ended_on.p.last
+    m.d.sync += count.eq(count + began - ended)
+    return count
+
+
+_NEVER = object()
+
+
+def _ends(m, stream, name, width=5):
+    """Packets whose last beat went on ``stream``."""
+    count = Signal(width, name=name)
+    m.d.sync += count.eq(count + (_taken(stream) & stream.p.last))
+    return count
+
+
+def _link():
+    from ..nic.layout import NicShape
+    from ..nic.link import RegionLink
+    dut = RegionLink(NicShape(data_width=_WIDTH, header_bytes=_HEADER_BYTES, tenants=2,
+                              regions=2), primary_depth=4)
+    into = [dut.store_a_in, dut.store_b_in, dut.region_a_o, dut.region_b_o]
+    out = [dut.store_a_out, dut.store_b_out, dut.region_a_i, dut.region_b_i]
+
+    # The scheduler's dispatches into the store (free inputs of the proof): a packet is in
+    # flight for its region from its dispatch (its side-FIFO entry, whose level is the store's
+    # region_in_flight, hw/nic/store.py) until its last beat comes back from the region.
+    dispatch = {"a": Signal(name="dispatch_a"), "b": Signal(name="dispatch_b")}
+
+    def environment(m, started):
+        flights = {}
+        for side, (to_region, back) in {"a": (dut.store_a_in, dut.store_a_out),
+                                        "b": (dut.store_b_in, dut.store_b_out)}.items():
+            dispatched = Signal(5, name=f"dispatched_{side}")
+            m.d.sync += dispatched.eq(dispatched + dispatch[side])
+            began = _packets(m, to_region, _NEVER, f"began_{side}")
+            returned = _ends(m, back, f"returned_{side}")
+            flights[side] = flight = Signal(5, name=f"flight_{side}")
+            m.d.comb += flight.eq(dispatched - returned)
+            mid = _mid_packet(m, to_region, f"to_region_{side}")
+            # The store sends a region only packets dispatched to it, and keeps the counts
+            # small at the depths proven.
+            m.d.comb += [Assume(~to_region.valid | mid | (began != dispatched)),
+                         Assume(dispatched < 8)]
+        m.d.comb += dut.idle.eq((flights["a"] == 0) & (flights["b"] == 0))
+        # The scheduler dispatches nothing to B while it reads offline.
+        m.d.comb += Assume(~dispatch["b"] | dut.b_online)
+        # A region gives back only packets it was given, and ends one only after it has
+        # taken all of it (NTs drop by marking: every beat goes through, hw/nt/task.py).
+        for side, (i, o) in {"a": (dut.region_a_i, dut.region_a_o),
+                             "b": (dut.region_b_i, dut.region_b_o)}.items():
+            inside = _packets(m, i, o, f"inside_{side}")
+            ended_in, ended_out = _ends(m, i, f"ended_in_{side}"), _ends(m, o, f"ended_out_{side}")
+            mid_out = _mid_packet(m, o, f"out_{side}")
+            m.d.comb += [Assume(~o.valid | (inside != 0) | mid_out),
+                         Assume(~(o.valid & o.p.last) | (ended_in != ended_out))]
+        # The latch switches only between packets on every port.
+        mids = [_mid_packet(m, s, f"port{k}") for k, s in enumerate(into + out)]
+        was = Signal(name="linked_before")
+        m.d.sync += was.eq(dut.linked)
+        switching = started & (was != dut.linked)
+        for mid in mids:
+            m.d.comb += Assert(~switching | ~mid)
+
+    ports = [p for p in ports_of(dut) if p is not dut.idle] + list(dispatch.values())
+    return ContractHarness(dut, into, out, environment), ports
+
+
+def _nt(kind):
+    def build():
+        from ..nt.task import task_class
+        cls = task_class(kind)
+        dut = cls(_WIDTH, _HEADER_BYTES)
+        return ContractHarness(dut, [dut.i], [dut.o]), ports_of(dut)
+    return build
+
+
+def _catalog():
+    from ..nt.task import task_classes
+    props = [
+        Property("fork", "the chain fork keeps the stream contract on both outputs", _fork,
+                 24, 12),
+        Property("join", "the chain join keeps the stream contract on its output", _join,
+                 24, 12),
+        Property("link", "the region link keeps the stream contract on the four streams it "
+                 "drives and switches only between packets", _link, 16, 8),
+    ]
+    for kind in task_classes():
+        props.append(Property(f"nt_{kind}", f"the {kind} NT keeps the stream contract on its "
+                              f"output for every register value", _nt(kind), 8, 4))
+    return {p.name: p for p in props}
+
+
+PROPERTIES = _catalog()

@@ -21,6 +21,11 @@ dominant shares (1.0 = perfectly fair; goal at least 0.98 for DRF), and each ten
 share against the weighted-DRF ideal (:func:`ideal_shares`: progressive filling over the same
 resources with each tenant's own limits: half a port offered, its regions' time).
 
+``fairness`` also measures hostile tenants on the design's own NIC (the default one unless
+``--config``): a malformed flood, 9,000-byte frames at line rate and a stalled chain next to
+well-behaved tenants, whose rates must stay within 5% of their fair share with nothing lost
+(``hostile`` in the JSON; :mod:`supernic.tools.hostile`).
+
 ``scaling``: one tenant on the secure chain (region-bound), 1 to 4 instances: delivered beats a
 cycle for each count and the ratio to one instance (goal at least 0.95 x instances), first with
 the flow-table entries dealt out in turn; then with the auto-scaler's control loop
@@ -175,6 +180,13 @@ def fairness_bench(config, console, quick, tenants=None, policies=POLICIES):
     if "drf" in figures["policies"]:
         figures["drf_jain"] = figures["policies"]["drf"]["jain"]
         figures["drf_goal_met"] = figures["drf_jain"] >= 0.98
+    if config.is_nic:
+        # Hostile tenants (issue 17) on the design's own NIC (the default one unless
+        # --config), next to well-behaved ones: tools/hostile.py.
+        from .hostile import hostile_bench
+        with console.status("hostile tenants") as status:
+            figures["hostile"] = hostile_bench(config, cycles=20_000 if quick else 100_000,
+                                               progress=status.update)
     figures["seconds"] = round(time.monotonic() - t0, 1)
     return figures
 
@@ -194,6 +206,9 @@ def fairness_show(result, console):
             f"{row['tenants'][t['name']]['dominant_share']:.3f} "
             f"({row['tenants'][t['name']]['to_ideal']:.2f}x)" for t in result["tenants"]))
     console.print(table)
+    if "hostile" in result:
+        from .hostile import hostile_show
+        hostile_show(result["hostile"], console)
 
 
 def scaling_bench(config, console, quick):

@@ -167,6 +167,8 @@ class Region(wiring.Component):
             "i": In(sig), "o": Out(sig),
             "csr": Out(csr_signature(self.block.registers)),
             "online": Out(1), "header_only": Out(1),
+            # What the scheduler dispatches on: online, and not asked to stop.
+            "taking": Out(1),
         }
         if link_branch is not None:
             members.update({"link_request": Out(1), "linked": In(1)})
@@ -222,8 +224,16 @@ class Region(wiring.Component):
                     graph.o.ready.eq(self.o.ready),
                 ]
 
+        # A region asked to stop (``snic suspend``, a migration, a context switch) gets no
+        # new packet: one dispatched now could stop half-way into the stopped chain, and a
+        # packet longer than the region's buffer in the store (admitted into an empty region)
+        # would then hold the store's input, which every tenant shares (measured: a suspended
+        # region stopped all four tenants, tools/hostile.py).
+        asked_to_stop = Signal()
         if self.yieldable:
             self._state_port(m)
+            m.d.comb += asked_to_stop.eq(self.csr.state_stop & (self.csr.state_select == active))
+        m.d.comb += self.taking.eq(online & ~asked_to_stop)
 
         header_only = [spec.header_only for spec in self.personalities]
         with m.Switch(active):

@@ -207,7 +207,7 @@ class MultiTenantNic(wiring.Component):
                 wiring.connect(m, getattr(csr.fields, block), port)
             m.d.comb += header_only[r].eq(region.header_only)
             if r not in linked:
-                m.d.comb += online[r].eq(region.online)
+                m.d.comb += online[r].eq(region.taking)
                 wiring.connect(m, store.to_region[r], region.i)
                 wiring.connect(m, region.o, store.from_region[r])
         for k, (a, b) in enumerate(cfg.links):
@@ -227,9 +227,9 @@ class MultiTenantNic(wiring.Component):
                 ra.linked.eq(link.linked),
                 link.idle.eq((store.region_in_flight[a] == 0)
                              & (store.region_in_flight[b] == 0)),
-                link.b_online_in.eq(rb.online),
+                link.b_online_in.eq(rb.taking),
                 # Linked, the pair takes packets only when both regions do.
-                online[a].eq(ra.online & (rb.online | ~link.linked)),
+                online[a].eq(ra.taking & (rb.taking | ~link.linked)),
                 online[b].eq(link.b_online),
             ]
         m.d.comb += [sched.region_online.eq(online), sched.header_only.eq(header_only),

@@ -1,0 +1,203 @@
+"""Hostile tenants on a NIC, next to well-behaved ones (``snic bench fairness``, its
+``hostile`` figures; issue 17).
+
+One tenant per chain the regions load at reset (four on the default NIC). The hostile tenant
+(the first whose region is under the state-yielding transform) has ingress port 0 to itself and offers it at line rate; the others share port 1,
+each offering a fixed fraction of line rate in mixed sizes, below what the NIC gives each of
+them, so a fair NIC delivers all they send. Four runs of the same length, the well-behaved
+tenants' frames identical in each (same flows, same seed):
+
+* ``baseline``: the hostile tenant behaves (mixed sizes at line rate): the fair share the
+  others get when nobody misbehaves, which the other runs are measured against;
+* ``malformed_flood``: it sends only malformed frames (every kind the generator makes);
+* ``jumbo_line_rate``: it sends 9,000-byte frames at line rate;
+* ``stalled_chain``: its region is suspended before the run (the chain stops taking beats,
+  ``snic suspend``), and resumed after it, so its held packets leave then.
+
+Per well-behaved tenant and run: frames sent and delivered, delivered bytes per cycle and
+their ratio to the baseline (goal at least 0.95), and frames lost (queue, store and disabled
+drops: none allowed; an NT's own verdict drops are the chain's function and equal in every
+run). Per run the NIC's whole account must balance.
+"""
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["hostile_bench", "hostile_show", "SCENARIOS", "WELL_BEHAVED_RATE"]
+
+SCENARIOS = ("baseline", "malformed_flood", "jumbo_line_rate", "stalled_chain")
+#: Each well-behaved tenant's offered load, a fraction of its port's line rate.
+WELL_BEHAVED_RATE = 0.12
+_HOSTILE_FLOW = {
+    "baseline": "size=200-1500",
+    "malformed_flood": "size=200-1500,malformed=1.0",
+    "jumbo_line_rate": "size=9000",
+    "stalled_chain": "size=200-1500",
+}
+
+
+def _per_tenant(record, tenants, window):
+    """Sent, delivered, delivered bytes, and bytes delivered within ``window`` cycles of the
+    run's start, per tenant, from a run's record."""
+    out = {t: {"sent": 0, "delivered": 0, "delivered_bytes": 0, "window_bytes": 0}
+           for t in tenants}
+    for t in record["sent"]["tenant"]:
+        if t in out:
+            out[t]["sent"] += 1
+    end = record["start_cycle"] + window
+    d = record["delivered"]
+    for t, size, last in zip(d["tenant"], d["size"], d["last"]):
+        if t in out:
+            out[t]["delivered"] += 1
+            out[t]["delivered_bytes"] += size
+            if last <= end:
+                out[t]["window_bytes"] += size
+    return out
+
+
+def _hostile(description, chains):
+    """The hostile tenant: the first whose region is under the state-yielding transform (its
+    chain can be suspended), else the first."""
+    maps = description.get("state_maps") or {}
+    for tenant, (region, _source) in enumerate(chains):
+        if f"region{region}" in maps:
+            return tenant
+    return 0
+
+
+async def _scenario(client, description, work, name, cycles, seed, progress):
+    from ..driver.client import SocketBus
+    from ..driver.control import ControlPlane
+    from ..driver.state import RegionState
+    from ..driver.stats import account
+    from ..driver.traffic import make_schedule, parse_flow, run_traffic
+    from ..sim.vdev.bench import _deploy_tenants, _tenant_chains
+
+    chains = _tenant_chains(description)
+    plane = ControlPlane(SocketBus(client), description, work / f"{name}.json",
+                         wait=lambda: client.run(256))
+    targets = await _deploy_tenants(plane, [source for _, source in chains])
+    hostile = _hostile(description, chains)
+    others = [t for t in sorted(targets) if t != hostile]
+    cfg = description["config"]
+    flows = [parse_flow(f"tenant={hostile},rate=1.0,port=0,flows=64,{_HOSTILE_FLOW[name]}")]
+    flows += [parse_flow(f"tenant={t},rate={WELL_BEHAVED_RATE},port=1,flows=64,size=200-1500")
+              for t in others]
+    # The well-behaved flows are seeded by their own index in make_schedule, so they are the
+    # same frames in every scenario.
+    schedule = make_schedule(flows, targets, cfg["data_width"], cfg["ports"], cycles=cycles,
+                             seed=seed, header_bytes=cfg["header_bytes"])
+    region = None
+    if name == "stalled_chain":
+        if f"region{chains[hostile][0]}" not in (description.get("state_maps") or {}):
+            return {"skipped": "no region of the design is under the state-yielding "
+                               "transform, so none can be suspended"}
+        region = RegionState(SocketBus(client), description, chains[hostile][0],
+                             wait=lambda: client.run(256))
+        await region.suspend()
+    progress(f"hostile tenants: {name}, {len(schedule):,} frames over {cycles:,} cycles...")
+    run = await run_traffic(client, description, schedule)
+    held = None
+    if region is not None:
+        await region.resume()
+        await client.drain(quiet=500)
+        late = await client.pop()
+        held = len(late)
+    record = run.to_json()
+    tenants = _per_tenant(record, [hostile, *others], cycles)
+    counters = record["counters"]["tenants"]
+    row = {"frames": len(schedule), "cycles": record["end_cycle"] - record["start_cycle"],
+           "account": account(record), "tenants": {}}
+    for t in [hostile, *others]:
+        got = tenants[t]
+        nt_drops = counters.get(str(t), {}).get("dropped", 0)
+        row["tenants"][str(t)] = {
+            "role": "hostile" if t == hostile else "well-behaved",
+            "chain": Path(chains[t][1]).stem, **got, "nt_drops": nt_drops,
+            # Whatever was sent and neither delivered nor dropped by the chain's own verdict:
+            # queue, store or disabled drops, or a packet still held.
+            "lost": got["sent"] - got["delivered"] - nt_drops,
+            "bytes_per_cycle": round(got["window_bytes"] / cycles, 4)}
+    if held is not None:
+        # The suspended chain's packets stay in its region until resume: they complete the
+        # account afterwards.
+        row["held_then_delivered"] = held
+        acc = row["account"]
+        acc["balanced"] = acc["sent"] == held + sum(
+            acc[k] for k in ("delivered", "unmatched", "queue", "disabled", "store", "nt"))
+    return row
+
+
+def hostile_bench(config, cycles=200_000, seed=7, progress=print, scenarios=SCENARIOS):
+    """The runs (``baseline`` first, always) on ``config``'s NIC, each on a fresh virtual
+    device; returns the figures."""
+    from ..driver.client import DeviceClient
+    from ..driver.server import DeviceServer, serving_in_thread
+    from ..sim.build import generated_design
+    from ..sim.vdev import VirtualDevice
+
+    if not config.is_nic:
+        raise ValueError(f"design {config.name} is not a NIC (no [nic] section)")
+    paths = generated_design(config, progress=progress)
+    work = Path(tempfile.mkdtemp(prefix="snic-hostile-", dir="/tmp"))
+    figures = {"design": config.name, "cycles": cycles, "well_behaved_rate": WELL_BEHAVED_RATE,
+               "scenarios": {}}
+    t0 = time.monotonic()
+    for name in ("baseline", *(s for s in scenarios if s != "baseline")):
+        sock = work / f"{name}.sock"
+
+        async def session():
+            client = await DeviceClient.connect(sock)
+            async with client:
+                description = (await client.hello())["regmap"]
+                return await _scenario(client, description, work, name, cycles, seed,
+                                       progress)
+        # A fresh device for each run: no state carries over from the one before.
+        with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress) as dev:
+            with serving_in_thread(DeviceServer(dev, dev.regmap, paths["regmap"]), sock):
+                figures["scenarios"][name] = asyncio.run(session())
+    base = figures["scenarios"]["baseline"]["tenants"]
+    worst, lost = None, 0
+    for name, row in figures["scenarios"].items():
+        for t, r in row.get("tenants", {}).items():
+            if r["role"] != "well-behaved":
+                continue
+            ratio = r["bytes_per_cycle"] / max(base[t]["bytes_per_cycle"], 1e-12)
+            r["to_fair_share"] = round(ratio, 4)
+            lost += r["lost"]
+            worst = ratio if worst is None else min(worst, ratio)
+    figures["worst_to_fair_share"] = round(worst, 4)
+    figures["well_behaved_lost"] = lost
+    figures["balanced"] = all(row["account"]["balanced"]
+                              for row in figures["scenarios"].values() if "account" in row)
+    figures["goal_met"] = worst >= 0.95 and lost == 0 and figures["balanced"]
+    figures["seconds"] = round(time.monotonic() - t0, 1)
+    return figures
+
+
+def hostile_show(figures, console):
+    """One row per run and tenant: what it sent, what arrived, its rate against the
+    baseline."""
+    from rich.table import Table
+    table = Table(title=f"hostile tenants on {figures['design']} ({figures['cycles']:,} cycles a "
+                        f"run; goal: others within 5% of their fair share, nothing lost)")
+    for col in ("run", "tenant", "chain", "sent", "delivered", "NT drops", "lost",
+                "bytes/cycle", "to fair share"):
+        table.add_column(col, justify="left" if col in ("run", "tenant", "chain") else "right")
+    for name, row in figures["scenarios"].items():
+        if "skipped" in row:
+            table.add_row(name, "-", row["skipped"], *[""] * 6)
+            continue
+        for t, r in row["tenants"].items():
+            table.add_row(name, f"{t} ({r['role']})", r["chain"], f"{r['sent']:,}",
+                          f"{r['delivered']:,}", f"{r['nt_drops']:,}", f"{r['lost']:,}",
+                          f"{r['bytes_per_cycle']:.3f}",
+                          f"{r['to_fair_share']:.3f}" if "to_fair_share" in r else "")
+            name = ""
+    console.print(table)
+    console.print(f"worst well-behaved rate to fair share {figures['worst_to_fair_share']:.3f}, "
+                  f"well-behaved frames lost {figures['well_behaved_lost']}, every account "
+                  f"{'balanced' if figures['balanced'] else 'NOT balanced'}: goal "
+                  f"{'met' if figures['goal_met'] else 'NOT met'}")

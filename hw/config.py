@@ -10,6 +10,7 @@ Example (``chains/default.toml``)::
     header_bytes = 256
     walk_steps = 11
     ext_headers = 4        # IP extension headers walked per layer (RFC 8200 section 4)
+    header_checksum = false  # check IPv4 header checksums (RFC 791): a bad one is malformed
 
     [chains]
     specs = ["web", "monitoring"]   # chain specifications: a path relative to this file,
@@ -67,6 +68,7 @@ class DesignConfig:
     header_bytes: int = 256
     walk_steps: int = 11
     ext_headers: int = 4
+    header_checksum: bool = False
     chains: tuple = ()
     tenants: int = 4
     ports: int = 2
@@ -102,6 +104,9 @@ class DesignConfig:
         if not isinstance(self.ext_headers, int) or not 0 <= self.ext_headers <= 15:
             raise ConfigError(f"parser.ext_headers must be an integer from 0 to 15, "
                               f"not {self.ext_headers!r}")
+        if not isinstance(self.header_checksum, bool):
+            raise ConfigError(f"parser.header_checksum must be true or false, "
+                              f"not {self.header_checksum!r}")
         if isinstance(self.chains, list):
             object.__setattr__(self, "chains", tuple(self.chains))
         if not isinstance(self.chains, tuple) or not all(
@@ -212,15 +217,22 @@ class DesignConfig:
         """32-bit identifier of this configuration, readable from the ID register block."""
         fields = asdict(self)
         fields.pop("config_dir")
+        if not fields["header_checksum"]:
+            fields.pop("header_checksum")   # added later: designs without it keep their IDs
         text = json.dumps(fields, sort_keys=True).encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
+
+    def parser_args(self):
+        """The header parser's arguments in this design (hw/parser/parser.py)."""
+        return (self.data_width, self.header_bytes, self.walk_steps, self.ext_headers,
+                self.header_checksum)
 
     def with_(self, **changes):
         return DesignConfig(**{**asdict(self), **changes})
 
 
 _KNOWN = {"design": {"name", "data_width"},
-          "parser": {"header_bytes", "walk_steps", "ext_headers"},
+          "parser": {"header_bytes", "walk_steps", "ext_headers", "header_checksum"},
           "chains": {"specs"},
           "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
                   "region_fifo_beats", "classifier_entries", "table_size", "policies",

@@ -153,7 +153,8 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
         description = {
             "config": {k: getattr(chain_config, k) for k in ("name", "data_width",
                                                              "header_bytes", "walk_steps",
-                                                             "ext_headers")},
+                                                             "ext_headers",
+                                                             "header_checksum")},
             "build_id": chain_config.build_id, "top": name, "chain": spec.source,
             "tenant": {"name": spec.name, "doc": spec.doc, "keys": spec.keys,
                        "scope": spec.scope.value,

@@ -90,8 +90,7 @@ class ParserTop(wiring.Component):
         m = Module()
         in_reset = registered_reset(m, self)
         m.submodules.rx = rx = AxiStreamToPacket(cfg.data_width)
-        m.submodules.parser = parser = HeaderParser(
-            cfg.data_width, cfg.header_bytes, cfg.walk_steps, cfg.ext_headers)
+        m.submodules.parser = parser = HeaderParser(*cfg.parser_args())
         m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.meta_layout)
         m.submodules.csr = csr = RegisterFile(self.regmap, CSR_ADDR_WIDTH)
         connect_port(m, self.s_axis, rx.s_axis, in_reset)

@@ -7,7 +7,7 @@ packet (see ``tests/test_parser_hw.py``); scapy checks the model (``tests/test_p
 
 from ..hw.parser.headers import (
     HEADERS_BY_NAME, FIRST_HEADER, LAYERS, DEFAULT_EXT_HEADERS, LengthFrom, Offset, EndOf,
-    HeaderLength, DatagramLeft)
+    HeaderLength, DatagramLeft, internet_checksum_ok)
 from ..hw.parser.meta import (
     meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS)
 from .layout_codec import zero
@@ -52,15 +52,26 @@ class ParserModel:
     """``parse(frame)`` returns the metadata dict the hardware gives on the packet's last beat."""
 
     def __init__(self, header_bytes=DEFAULT_HEADER_BYTES, walk_steps=DEFAULT_WALK_STEPS,
-                 ext_headers=DEFAULT_EXT_HEADERS):
+                 ext_headers=DEFAULT_EXT_HEADERS, header_checksum=False):
         if header_bytes < RUNT_BYTES:
             raise ValueError(f"Header window must be at least {RUNT_BYTES} bytes, "
                              f"not {header_bytes!r}")
         self.header_bytes = header_bytes
         self.walk_steps = walk_steps
         self.ext_headers = ext_headers
+        self.header_checksum = header_checksum
         self.layout = meta_layout(header_bytes)
         self._slot_max = {}
+
+    @classmethod
+    def of(cls, config):
+        """The model of the parser ``config`` builds: a :class:`~supernic.hw.config.DesignConfig`
+        or the ``config`` mapping a generated design's description carries."""
+        get = config.get if isinstance(config, dict) else lambda k, d: getattr(config, k, d)
+        return cls(get("header_bytes", DEFAULT_HEADER_BYTES),
+                   get("walk_steps", DEFAULT_WALK_STEPS),
+                   get("ext_headers", DEFAULT_EXT_HEADERS),
+                   get("header_checksum", False))
 
     def parse(self, frame: bytes, keep_error=False, length=None, trace=None):
         """Metadata for ``frame``. ``length`` (the count of kept bytes) defaults to its size.
@@ -126,6 +137,13 @@ class ParserModel:
                         failed = True
                     else:
                         last = True
+            if (self.header_checksum and h.checksum and off + hlen <= avail
+                    and not internet_checksum_ok(frame[off:off + hlen])):
+                flags[h.checksum] = 1
+                if h.checksum in ERROR_FLAGS:
+                    failed = True
+                else:
+                    last = True
             if failed:
                 kind = None
                 break

@@ -39,11 +39,28 @@ def test_campaign_agrees_and_covers(tmp_path):
     assert cover["unreachable_states_hit"] == []
 
 
+def test_campaign_with_header_checksums(tmp_path):
+    """``[parser] header_checksum = true``: the gateware's IPv4 checksum (a 30-word adder,
+    options included) agrees with the model on mutated traffic, and the campaign reaches it:
+    many frames are malformed only because of their checksum."""
+    config = DesignConfig(data_width=64, header_checksum=True)
+    result = run_campaign(config, 4000, seed=4, out_dir=tmp_path)
+    assert result["problems"] == []
+    assert result["mismatches"] == result["hangs"] == result["lost"] == 0
+    assert result["balanced"] and result["counted"]["malformed"] == result["model_errors"]
+    on, off = ParserModel.of(config), ParserModel()
+    only = [f for _, f in fuzz_frames(4, 0, 4000, on)
+            if on.parse(f)["flags"]["malformed"] and not off.parse(f)["flags"]["malformed"]]
+    # with options too: a header longer than 20 bytes among them
+    assert len(only) > 100 and any(len(f) > 34 and f[12:14] == b"\x08\x00" and f[14] & 15 > 5
+                                   for f in only)
+
+
 class OffByOneModel(ParserModel):
     """Walks one IPv6 extension header more than the gateware before ``too_deep``."""
 
-    def __init__(self, header_bytes, walk_steps, ext_headers):
-        super().__init__(header_bytes, walk_steps, ext_headers + 1)
+    def __init__(self, header_bytes, walk_steps, ext_headers, *rest):
+        super().__init__(header_bytes, walk_steps, ext_headers + 1, *rest)
 
 
 def test_a_wrong_model_is_caught_and_replayed(tmp_path, capsys):

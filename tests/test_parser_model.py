@@ -496,6 +496,71 @@ def test_length_lies_are_malformed():
     assert meta["flags"]["malformed"] and meta["l4_kind"] == [L4Kind.UDP, L4Kind.UDP]
 
 
+def _scapy_checksum_ok(ip_bytes):
+    """scapy's verdict on an IPv4 header: its checksum field equals the one scapy computes
+    for the same header with the field cleared."""
+    ip = IP(ip_bytes)
+    fresh = ip.copy()
+    fresh.chksum = None
+    return ip.chksum == IP(bytes(fresh)).chksum
+
+
+def test_ipv4_header_checksum_matches_scapy():
+    """With ``header_checksum`` on, an IPv4 header whose checksum scapy finds wrong is
+    ``malformed`` (outer or inner, with options), and one scapy finds right is not; every byte
+    of the header counts, options included, and nothing after it. Off (the default), the
+    checksum is never looked at. A frame padded to 60 bytes stays valid."""
+    on = ParserModel(header_checksum=True)
+    rng = random.Random(11)
+    from scapy.layers.inet import IPOption_NOP, IPOption_RR
+    a4 = dict(src="10.1.2.3", dst="10.4.5.6")
+    plain = bytes(eth() / IP(**a4) / UDP(sport=1, dport=2) / Raw(bytes(4)))
+    opts = bytes(eth() / IP(**a4, options=[IPOption_RR(routers=["192.0.2.9"] * 9)])
+                 / TCP(sport=3, dport=4))
+    nop = bytes(eth() / IP(**a4, options=[IPOption_NOP()] * 4) / UDP(sport=5, dport=6))
+    vx = bytes(eth() / IP(src="192.0.2.1", dst="192.0.2.2")
+               / UDP(sport=33333, dport=VXLAN_PORT) / VXLAN(vni=5)) + opts
+    inner_ip = len(vx) - len(opts) + 14
+    assert len(plain) < 60 and IP(opts[14:]).ihl == 15
+    checked = 0
+    for frame, ip_off in ((plain, 14), (opts, 14), (nop, 14), (vx, 14), (vx, inner_ip)):
+        frame = frame + bytes(max(0, 60 - len(frame)))
+        ihl = (frame[ip_off] & 0x0F) * 4
+        assert not on.parse(frame)["flags"]["malformed"]
+        # Flip every bit of the header once (the checksum itself included), and bits after it.
+        for bit in range(ihl * 8 + 64):
+            bad = bytearray(frame)
+            bad[ip_off + bit // 8] ^= 0x80 >> (bit % 8)
+            if bit >= ihl * 8:
+                # After the header: not the checksum's business.
+                assert on.parse(bytes(bad))["flags"] == MODEL.parse(bytes(bad))["flags"]
+                continue
+            if bad[ip_off] >> 4 != 4 or bad[ip_off] & 0x0F != frame[ip_off] & 0x0F:
+                continue    # version or IHL: malformed (or another length) anyway
+            checked += 1
+            assert not _scapy_checksum_ok(bytes(bad[ip_off:]))
+            meta, off = on.parse(bytes(bad)), MODEL.parse(bytes(bad))
+            assert meta["flags"]["malformed"], (ip_off, bit)
+            assert not off["flags"]["malformed"] or bit // 8 in (2, 3), (ip_off, bit)
+        # Random headers with a fresh checksum pass; the same with a random one fail.
+        for _ in range(20):
+            bad = bytearray(frame)
+            bad[ip_off + 4:ip_off + 6] = rng.randbytes(2)            # identification
+            ip = IP(bytes(bad[ip_off:]))
+            ip.chksum = None
+            good = bytes(bad[:ip_off]) + bytes(ip)[:ihl] + bytes(bad[ip_off + ihl:])
+            assert _scapy_checksum_ok(good[ip_off:])
+            assert not on.parse(good)["flags"]["malformed"]
+            lie = bytearray(good)
+            lie[ip_off + 10:ip_off + 12] = rng.randbytes(2)
+            assert (on.parse(bytes(lie))["flags"]["malformed"]
+                    == (not _scapy_checksum_ok(bytes(lie[ip_off:]))))
+    assert checked > 600
+    # A header cut by the frame's end is truncated, not judged on bytes it does not have.
+    cut = on.parse(opts[:14 + 40])
+    assert cut["flags"]["truncated"] and cut["flags"] == MODEL.parse(opts[:14 + 40])["flags"]
+
+
 def test_walk_steps_exhausted_is_too_deep():
     """Three outer tags plus two inner tags need 12 walk steps; the model has 11."""
     inner = eth() / Dot1Q(vlan=1) / Dot1Q(vlan=2) / IP() / TCP() / Raw(bytes(20))

@@ -47,7 +47,8 @@ MAX_SAVED = 20
 def parser_config(config, width):
     """The parser alone with ``config``'s parser parameters at ``width`` bits."""
     return DesignConfig(data_width=width, header_bytes=config.header_bytes,
-                        walk_steps=config.walk_steps, ext_headers=config.ext_headers)
+                        walk_steps=config.walk_steps, ext_headers=config.ext_headers,
+                        header_checksum=config.header_checksum)
 
 
 def _path(trace):
@@ -234,7 +235,7 @@ def run_campaign(config, frames, seed=1, width=64, workers=2, out_dir=None, pcap
     from ..sim.vdev import VirtualDevice
     cfg = parser_config(config, width)
     out_dir = Path(out_dir) if out_dir else cache_root() / "fuzz"
-    model_args = (cfg.header_bytes, cfg.walk_steps, cfg.ext_headers)
+    model_args = (cfg.header_bytes, cfg.walk_steps, cfg.ext_headers, cfg.header_checksum)
     model = model_class(*model_args)
     t0 = time.monotonic()
     paths = generated_design(cfg, progress=lambda *a: None)

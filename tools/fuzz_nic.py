@@ -65,7 +65,7 @@ def nic_campaign(config, frames, seed=1, backpressure=0.2, progress=print):
     paths = generated_design(config, progress=progress)
     work = Path(tempfile.mkdtemp(prefix="snic-fuzz-nic-", dir="/tmp"))
     sock = work / "dev.sock"
-    model = ParserModel(config.header_bytes, config.walk_steps, config.ext_headers)
+    model = ParserModel.of(config)
     figures = {"benchmark": "fuzz_nic", "design": config.name, "seed": seed,
                "backpressure": backpressure}
 

@@ -60,8 +60,7 @@ class ChainTop(wiring.Component):
         m = Module()
         in_reset = registered_reset(m, self)
         m.submodules.rx = rx = AxiStreamToPacket(cfg.data_width)
-        m.submodules.parser = parser = HeaderParser(
-            cfg.data_width, cfg.header_bytes, cfg.walk_steps, cfg.ext_headers)
+        m.submodules.parser = parser = HeaderParser(*cfg.parser_args())
         m.submodules.graph = graph = TaskGraph(self.spec, cfg.data_width, cfg.header_bytes)
         m.submodules.egress = egress = DropStage(cfg.data_width, self.meta_layout)
         m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.meta_layout)

@@ -168,13 +168,11 @@ class MultiTenantNic(wiring.Component):
         wiring.connect(m, csr.fields.scheduler, sched.csr)
         for p in range(shape.ports):
             rx = AxiStreamToPacket(cfg.data_width)
-            parser = HeaderParser(cfg.data_width, cfg.header_bytes, cfg.walk_steps,
-                                  cfg.ext_headers)
+            parser = HeaderParser(*cfg.parser_args())
             classifier = TenantClassifier(shape, p, cfg.classifier_entries)
             m.submodules[f"rx{p}"] = rx
             m.submodules[f"parser{p}"] = separate(
-                parser, ("parser", cfg.data_width, cfg.header_bytes, cfg.walk_steps,
-                         cfg.ext_headers), "parser")
+                parser, ("parser", *cfg.parser_args()), "parser")
             m.submodules[f"classifier{p}"] = classifier
             connect_port(m, getattr(self, f"s_axis{p}"), rx.s_axis, in_reset)
             wiring.connect(m, rx.o, parser.i)

@@ -16,6 +16,11 @@ Walk rules shared by both (one header per walk step):
    datagram ends (``Header.datagram``), which later headers of the layer must fit in.
 3. Every failing check raises its flag. A failing error check (a flag in ``ERROR_FLAGS``)
    stops the walk here: the header's length cannot be trusted.
+3a. With the build's ``header_checksum`` on, a header that declares a checksum
+   (``Header.checksum``) and lies whole inside the window must carry a valid Internet checksum:
+   its 16-bit words sum, in one's complement, to 0xFFFF (RFC 1071 section 1; the IPv4 header,
+   RFC 791 section 3.1). Otherwise its flag is raised, an error: the walk stops. (A header
+   that does not lie whole inside the window stops at rule 4 instead.)
 4. The full length (fixed part plus options) must fit the same way as in 1, else it stops.
    ``payload_off`` moves past the header. A failing non-error check (``fragment``) stops the
    walk now: the header is sane but nothing after it is parsed.
@@ -31,6 +36,7 @@ __all__ = [
     "Field", "LengthFrom", "Offset", "EndOf", "HeaderLength", "DatagramLeft", "Check", "Bind",
     "Header", "HEADERS", "HEADERS_BY_NAME", "FIRST_HEADER", "LAYERS", "GROUPS", "header_index",
     "OFFSET", "HEADER_LENGTH", "DATAGRAM_LEFT", "DEFAULT_EXT_HEADERS", "DATAGRAM_END_BITS",
+    "internet_checksum_ok", "read_bytes",
 ]
 
 
@@ -133,6 +139,9 @@ class Header:
     datagram: Optional[EndOf] = None
     # Headers of a group count together against a per-layer limit (rule 0).
     group: Optional[str] = None
+    # The flag raised when the header's Internet checksum fails (rule 3a), in builds that
+    # check header checksums; None: the header has none that covers only itself.
+    checksum: Optional[str] = None
 
     @property
     def fixed_bytes(self):
@@ -230,6 +239,9 @@ HEADERS = (
             Bind("min_len", EndOf("total_length"), mode="max"),
         ),
         datagram=EndOf("total_length"),
+        # Off by default ([parser] header_checksum): a NIC forwards what a router would have
+        # dropped, and the check costs a 30-word adder on every step that can meet IPv4.
+        checksum="malformed",
     ),
     Header(
         "ipv6",  # RFC 8200 section 3
@@ -332,3 +344,23 @@ def header_index(name):
         if h.name == name:
             return i + 1
     raise KeyError(f"unknown header {name!r}")
+
+
+def internet_checksum_ok(header: bytes) -> bool:
+    """Rule 3a: the one's complement sum of the header's 16-bit words is 0xFFFF (RFC 1071
+    section 1; a header of odd length is padded with a zero byte)."""
+    if len(header) % 2:
+        header += b"\0"
+    total = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, len(header), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def read_bytes(header_checksum=False):
+    """Bytes a walk step reads from a header's start: its fixed part, or with checksums on,
+    the whole of the longest header whose checksum it checks (IPv4 with 40 bytes of options)."""
+    fixed = max(h.fixed_bytes for h in HEADERS)
+    if header_checksum:
+        fixed = max([fixed] + [h.max_bytes for h in HEADERS if h.checksum])
+    return fixed

@@ -48,6 +48,9 @@ class HeaderParser(wiring.Component):
     ext_headers : int
         IP extension headers (RFC 8200 section 4, and the Authentication Header) walked per
         encapsulation layer; one more is ``too_deep``.
+    header_checksum : bool
+        Check the IPv4 header checksum (RFC 791 section 3.1): a bad one is ``malformed``
+        (headers.py rule 3a). Off by default; it widens the steps that can meet IPv4.
 
     Members
     -------
@@ -58,7 +61,7 @@ class HeaderParser(wiring.Component):
     """
 
     def __init__(self, data_width=512, header_bytes=256, walk_steps=11,
-                 ext_headers=DEFAULT_EXT_HEADERS):
+                 ext_headers=DEFAULT_EXT_HEADERS, header_checksum=False):
         check_data_width(data_width)
         if data_width < 64:
             raise ValueError(f"Parser data width must be at least 64, not {data_width!r}")
@@ -71,7 +74,10 @@ class HeaderParser(wiring.Component):
         if not isinstance(ext_headers, int) or not 0 <= ext_headers <= 15:
             raise ValueError(f"Extension headers must be an integer from 0 to 15, "
                              f"not {ext_headers!r}")
+        if not isinstance(header_checksum, bool):
+            raise ValueError(f"Header checksum must be True or False, not {header_checksum!r}")
         self.ext_headers = ext_headers
+        self.header_checksum = header_checksum
         self.data_width = data_width
         self.header_bytes = header_bytes
         self.walk_steps = walk_steps
@@ -130,7 +136,7 @@ class HeaderParser(wiring.Component):
         m.d.comb += handoff.eq(take & capturing & (self.i.p.last | (beat == self.capture_beats - 1)))
 
         reach = walk_reach(H, self.walk_steps, self.ext_headers)
-        windows = stage_windows(H, reach)
+        windows = stage_windows(H, reach, self.header_checksum)
         stages = [Signal(walk_state_layout(H, windows[k], self.ext_headers), name=f"walk{k}")
                   for k in range(self.walk_steps + 1)]
         valid = [Signal(name=f"walk{k}_valid") for k in range(self.walk_steps + 1)]
@@ -159,7 +165,8 @@ class HeaderParser(wiring.Component):
         # --- the walk: one registered step per header -----------------------------------
         for k in range(self.walk_steps):
             m.d.sync += walk_step(m, stages[k], stages[k + 1], H, reach[k], windows[k:k + 2],
-                                  name=f"walk{k}", ext_headers=self.ext_headers)
+                                  name=f"walk{k}", ext_headers=self.ext_headers,
+                                  header_checksum=self.header_checksum)
             m.d.sync += valid[k + 1].eq(valid[k])
 
         # --- finish: tenant key, flow hash, depth check -> metadata FIFO ----------------

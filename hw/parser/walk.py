@@ -12,7 +12,7 @@ from amaranth.hdl import Cat, C, Mux, Signal
 from amaranth.lib import data
 
 from .headers import (HEADERS, LAYERS, GROUPS, DATAGRAM_END_BITS, DEFAULT_EXT_HEADERS, LengthFrom,
-                      Offset, EndOf, HeaderLength, DatagramLeft, header_index)
+                      Offset, EndOf, HeaderLength, DatagramLeft, header_index, read_bytes)
 from .meta import ERROR_FLAGS, meta_layout, offset_width
 
 __all__ = ["walk_state_layout", "stage_windows", "walk_step", "NTH_HEADERS"]
@@ -50,17 +50,19 @@ def walk_state_layout(header_bytes, window=None, ext_headers=DEFAULT_EXT_HEADERS
     })
 
 
-def stage_windows(header_bytes, reach):
+def stage_windows(header_bytes, reach, header_checksum=False):
     """``(first, end)`` bytes of the window each walk stage must carry, for the steps of
     ``reach`` (:func:`~.reach.walk_reach`) and the finish after them: what this step and the
     later ones can read. Bytes before a step's lowest offset, or past the furthest any later
     header can reach, are never read again; the finish reads none. Carrying only the rest
-    shortens every stage register (Verilator copies each whole register every cycle)."""
+    shortens every stage register (Verilator copies each whole register every cycle).
+    ``header_checksum``: steps read whole checksummed headers (headers.py rule 3a)."""
+    reads = read_bytes(header_checksum)
     windows = []
     for k in range(len(reach)):
         later = reach[k:]
         windows.append((min(r.lo for r in later),
-                        max(min(header_bytes, r.hi + _MAX_FIXED) for r in later)))
+                        max(min(header_bytes, r.hi + reads) for r in later)))
     return windows + [(0, 0)]
 
 
@@ -77,7 +79,29 @@ def _stop_short(m, s, n):
     m.d.comb += n.kind.eq(0)
 
 
-def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFAULT_EXT_HEADERS):
+def _checksum_ok(m, win, h, hlen, prefix):
+    """Rule 3a in gateware: the one's complement sum of the header's 16-bit words (those
+    inside ``hlen``) is 0xFFFF. Thirty words of an IPv4 header with options add into 21 bits
+    (RFC 1071 section 2(A): the order does not matter, so one adder tree and the carries at
+    the end). One end-around fold leaves at most 0xFFFF + 29; a second fold would only matter
+    above 0xFFFF, where the result is at most 29, never 0xFFFF: compare the 17 bits instead."""
+    assert h.fixed_bytes % 2 == 0 and (not isinstance(h.length, LengthFrom)
+                                       or h.length.scale % 2 == 0), h.name
+    words = []
+    for i in range(h.max_bytes // 2):
+        word = Cat(win[16 * i + 8:16 * i + 16], win[16 * i:16 * i + 8])  # wire byte 2i on top
+        words.append(word if 2 * i + 2 <= h.fixed_bytes else Mux(2 * i + 2 <= hlen, word, 0))
+    while len(words) > 1:   # a balanced tree: log2(30) = 5 adder levels, not 29
+        pairs = [words[k] + words[k + 1] for k in range(0, len(words) - 1, 2)]
+        words = pairs + words[len(pairs) * 2:]
+    total = Signal(16 + (h.max_bytes // 2).bit_length(), name=f"{prefix}_{h.name}_csum_sum")
+    once = Signal(17, name=f"{prefix}_{h.name}_csum_fold")
+    m.d.comb += [total.eq(words[0]), once.eq(total[:16] + total[16:])]
+    return once == 0xFFFF
+
+
+def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFAULT_EXT_HEADERS,
+                 header_checksum=False):
     fixed = h.fixed_bytes
     raw = win[:fixed * 8]
     be = Cat(*[raw[8 * i:8 * i + 8] for i in reversed(range(fixed))])  # wire byte 0 on top
@@ -156,6 +180,14 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFA
             with m.If(~ok):
                 m.d.comb += getattr(n.meta.flags, c.flag).eq(1)
             if c.flag in ERROR_FLAGS:
+                failed |= ~ok
+            else:
+                last |= ~ok
+        if header_checksum and h.checksum:
+            ok = (end > s.avail) | _checksum_ok(m, win, h, hlen, prefix)
+            with m.If(~ok):
+                m.d.comb += getattr(n.meta.flags, h.checksum).eq(1)
+            if h.checksum in ERROR_FLAGS:
                 failed |= ~ok
             else:
                 last |= ~ok
@@ -278,13 +310,14 @@ def _byte_shifter(m, value, offset, out_bytes, name):
 
 
 def walk_step(m, s, state_out, header_bytes, reach, windows, name="walk",
-              ext_headers=DEFAULT_EXT_HEADERS):
+              ext_headers=DEFAULT_EXT_HEADERS, header_checksum=False):
     """Statements that drive ``state_out`` (a view, assigned in ``sync``) one header on from
     ``s``. The window and frame facts pass through; the walk fields are recomputed.
 
     ``reach`` (a :class:`~.reach.StepReach`): build only the headers, layers and offsets this
     step can meet. ``windows``: the ``(first, end)`` window bytes ``s`` and ``state_out``
-    carry (:func:`stage_windows`). ``ext_headers``: headers.py rule 0's limit."""
+    carry (:func:`stage_windows`). ``ext_headers``: headers.py rule 0's limit.
+    ``header_checksum``: check declared header checksums (rule 3a)."""
     layout = walk_state_layout(header_bytes, ext_headers=ext_headers)
     changing = data.StructLayout({k: f.shape for k, f in layout if k not in _PASS_THROUGH})
     n = _Split(changing, name)
@@ -297,13 +330,15 @@ def walk_step(m, s, state_out, header_bytes, reach, windows, name="walk",
         rel = Signal((hi - lo).bit_length(), name=f"{name}_rel_off")
         m.d.comb += rel.eq(s.off - lo)
     (first, _), (out_first, out_end) = windows
-    win = _byte_shifter(m, Cat(s.hdr[(lo - first) * 8:], C(0, _MAX_FIXED * 8)), rel,
-                        _MAX_FIXED, name)
+    # Only a step that can meet a checksummed header reads past the fixed parts.
+    reads = read_bytes(header_checksum and any(h.checksum for h in HEADERS if h.name in kinds))
+    win = _byte_shifter(m, Cat(s.hdr[(lo - first) * 8:], C(0, reads * 8)), rel, reads, name)
     with m.Switch(s.kind):
         for h in HEADERS:
             if h.name in kinds:
                 with m.Case(header_index(h.name)):
-                    _header_case(m, s, n, h, win, name, kinds[h.name], ext_headers)
+                    _header_case(m, s, n, h, win, name, kinds[h.name], ext_headers,
+                                 header_checksum)
     carried = ([state_out.hdr.eq(s.hdr[(out_first - first) * 8:(out_end - first) * 8])]
                if out_end > out_first else [])
     return (carried

@@ -56,9 +56,9 @@ def tag_frame(frame: bytes, meta, key: int) -> bytes:
 
 class NicModel:
     def __init__(self, deployment: Deployment, classifier_config, ports, data_width,
-                 header_bytes=256):
+                 header_bytes=256, parser=None):
         self.deployment = deployment
-        self.parser = ParserModel(header_bytes)
+        self.parser = parser or ParserModel(header_bytes)
         self.classifiers = [ClassifierModel(classifier_config, p) for p in range(ports)]
         self.data_width, self.header_bytes = data_width, header_bytes
         # One chain instance per (region, chain): a region reconfigured to another chain and

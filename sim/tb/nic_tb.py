@@ -198,7 +198,9 @@ async def random_traffic(dut):
         share = TimeShare(bus, design, share_region, wait=lambda: ClockCycles(dut.clk, 16))
         for t in shared:
             await share.add(t, chain_writes(deployment.chains[t], share_region))
-    model = NicModel(deployment, classifier, shape.ports, width, hbytes)
+    from supernic.sim.parser_model import ParserModel
+    model = NicModel(deployment, classifier, shape.ports, width, hbytes,
+                     ParserModel.of(design["config"]))
     if shared:
         model.time_shared.add(share_region)
 

@@ -87,7 +87,7 @@ async def random_traffic(dut):
     rng = random.Random(seed)
 
     packets = _traffic(n, seed, sizes, malformed, keep_errors, flows)
-    model = ParserModel(hbytes, cfg["walk_steps"], cfg.get("ext_headers", 4))
+    model = ParserModel.of(cfg)
     layout = meta_layout(hbytes)
     beats = [b for frame, ke in packets for b in frame_to_beats(frame, width, ke)]
 

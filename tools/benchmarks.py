@@ -318,9 +318,10 @@ BENCHMARKS = {
         "field compared, and 100,000 through the whole NIC, every frame delivered or counted",
         _fuzz_bench, _fuzz_show),
     "formal": Benchmark(
-        "formal proofs (YoWASP Yosys, yosys-smtbmc with z3): the stream contract of the fork, "
-        "the join, the region link (and its latch) and every NT; result, depth and time per "
-        "property", formal_bench, formal_show),
+        "formal proofs (YoWASP Yosys, yosys-smtbmc with Boolector): the stream contract of "
+        "the fork, the join, the region link (and its latch) and every NT; the scheduler's "
+        "isolation and queue accounting; result, depth and time per property, and z3 vs "
+        "Boolector on the scheduler", formal_bench, formal_show),
 }
 
 

@@ -14,9 +14,11 @@
 from dataclasses import dataclass
 from typing import Callable
 
-from amaranth.hdl import Assert, Assume, Signal
+from amaranth.hdl import Assert, Assume, Mux, Signal
 from amaranth.lib import data
+from amaranth.lib.wiring import In
 
+from ..nic.layout import BEATS_BITS as BEATS_BITS_
 from .contract import ContractHarness
 
 __all__ = ["Property", "PROPERTIES", "ports_of"]
@@ -34,13 +36,19 @@ class Property:
     build: Callable     # () -> (harness, ports)
     depth: int          # snic bench formal
     ci_depth: int       # tests/test_formal.py
+    #: Try k-induction after BMC. Off where it cannot close (state such as counters and
+    #: queue memories that induction sees in unreachable combinations): bounded only.
+    induction: bool = True
 
 
-def ports_of(component):
+def ports_of(component, inputs_only=False):
     """Every signal of a component's signature, as ports of the top the proof sees (inputs
-    not driven in the harness are free)."""
+    not driven in the harness are free). ``inputs_only``: leave the outputs inside, so Yosys
+    removes the logic that drives only them (none of it can make an assertion fail)."""
     out = []
-    for _path, _member, value in component.signature.flatten(component):
+    for _path, member, value in component.signature.flatten(component):
+        if inputs_only and member.flow != In:
+            continue
         out.append(value.as_value() if hasattr(value, "as_value") else value)
     return out
 
@@ -145,6 +153,78 @@ def _link():
     return ContractHarness(dut, into, out, environment), ports
 
 
+def _scheduler():
+    """The scheduler (hw/nic/scheduler.py) with two tenants on one port, two regions, 4-beat
+    queues, the round-robin policy alone (the policy only picks which tenant goes next) and
+    every CSR free (tables, commits, enables, holds written at will).
+
+    The data of each input packet carries its tenant (the first beat's tag, which picks its
+    queue) in its low bits, so a beat that leaves with another tenant's tag, or another
+    tenant's data under its tag, shows at the output."""
+    from amaranth.hdl import Array
+    from ..nic.layout import NicShape
+    from ..nic.scheduler import TenantScheduler
+    T, R = 2, 2
+    dut = TenantScheduler(NicShape(data_width=32, header_bytes=_HEADER_BYTES, tenants=T, ports=1,
+                                   regions=R), queue_beats=4, queue_packets=2,
+                          table_size=2, policies=("rr",))
+    i, o, csr = dut.i[0], dut.o, dut.csr
+    counters = {name: [getattr(csr, f"t{t}_{name}") for t in range(T)]
+                for name in ("enqueued", "queue_drops", "disabled_drops", "dispatched")}
+
+    def environment(m, started):
+        # Input: the packet's tenant is its first beat's tag; its data says so on every beat.
+        first = Signal(init=1, name="in_first")
+        owner = Signal(1, name="in_owner")
+        tenant = Signal(1, name="in_tenant")
+        m.d.comb += tenant.eq(Mux(first, i.p.meta.tag.tenant, owner))
+        with m.If(i.valid):
+            m.d.sync += [first.eq(i.p.last), owner.eq(tenant)]
+        m.d.comb += Assume(~i.valid | (i.p.data[:1] == tenant))
+        arrived = [Signal(8, name=f"arrived_t{t}") for t in range(T)]
+        departed = [Signal(8, name=f"departed_t{t}") for t in range(T)]
+        for t in range(T):
+            m.d.sync += [
+                arrived[t].eq(arrived[t] + (i.valid & i.p.last & (tenant == t))),
+                departed[t].eq(departed[t] + (_taken(o) & o.p.last & (o.p.meta.tag.tenant == t))),
+            ]
+        # Regions a tenant's table has held, from reset (region t mod R) and every write.
+        allowed = [[Signal(init=int(r == t % R), name=f"allowed_t{t}_r{r}") for r in range(R)]
+                   for t in range(T)]
+        with m.If(csr.table_write):
+            for t in range(T):
+                for r in range(R):
+                    with m.If((csr.table_tenant == t) & (csr.table_region == r)):
+                        m.d.sync += allowed[t][r].eq(1)
+        tag = o.p.meta.tag
+        beats = Signal(BEATS_BITS_, name="out_beats")
+        with m.If(_taken(o)):
+            m.d.sync += beats.eq(Mux(o.p.last, 0, beats + 1))
+        m.d.comb += [
+            # Isolation: every beat leaves with its own tenant's tag, to a region in that
+            # tenant's table, as many beats as the tag says.
+            Assert(~o.valid | (o.p.data[:1] == tag.tenant)),
+            Assert(~o.valid | Array(Array(row) for row in allowed)[tag.tenant][tag.region]),
+            Assert(~(o.valid & o.p.last) | (beats + 1 == tag.beats)),
+        ]
+        for t in range(T):
+            counted = Signal(8, name=f"counted_t{t}")
+            m.d.comb += counted.eq(counters["enqueued"][t] + counters["queue_drops"][t]
+                                   + counters["disabled_drops"][t])
+            m.d.comb += [
+                # Accounting: every packet that arrives is queued or counted dropped, once;
+                # nothing leaves that was not dispatched, nor is dispatched unqueued.
+                Assert(counted == arrived[t]),
+                Assert(departed[t] <= counters["dispatched"][t]),
+                Assert(counters["dispatched"][t] <= counters["enqueued"][t]),
+                Assume(arrived[t] < 64),
+            ]
+
+    return ContractHarness(dut, [], [o], environment), ports_of(dut, inputs_only=True)
+
+
+
+
 def _nt(kind):
     def build():
         from ..nt.task import task_class
@@ -163,6 +243,11 @@ def _catalog():
                  24, 12),
         Property("link", "the region link keeps the stream contract on the four streams it "
                  "drives and switches only between packets", _link, 16, 8),
+        Property("scheduler", "the scheduler keeps the stream contract; every beat leaves "
+                 "with its own tenant's tag and data, to a region its table has held, with "
+                 "as many beats as its tag says; every arriving packet is queued or counted "
+                 "dropped, once; none leaves undispatched or is dispatched unqueued",
+                 _scheduler, 12, 8, induction=False),
     ]
     for kind in task_classes():
         props.append(Property(f"nt_{kind}", f"the {kind} NT keeps the stream contract on its "

@@ -735,11 +735,13 @@ class TenantScheduler(wiring.Component):
         s_region_beat = Signal()
         s_beats = Signal(BEATS_BITS)
         s_region = Signal(rbits)
+        s_tenant = Signal(tbits)
         m.d.sync += [s_valid.eq(issue)]
         with m.If(issue):
             m.d.sync += [s_port.eq(cur.port), s_last.eq(issue_last),
                          s_region_beat.eq(beat_index < cur.to_region),
-                         s_beats.eq(cur.beats), s_region.eq(cur.region)]
+                         s_beats.eq(cur.beats), s_region.eq(cur.region),
+                         s_tenant.eq(cur.tenant)]
 
         out_layout = data.StructLayout({"beat": self.o.p.shape(), "region_beat": 1})
         landing = Signal(out_layout)
@@ -752,6 +754,11 @@ class TenantScheduler(wiring.Component):
             landing.beat.meta.eq(Array(mp.data for mp in meta_rps)[s_port]),
             landing.beat.meta.tag.beats.eq(s_beats),
             landing.beat.meta.tag.region.eq(s_region),
+            # The tenant is the queue's, not the stored metadata's (taken from the packet's
+            # last beat): a packet whose tag changed mid-packet went into its first beat's
+            # tenant's queue and leaves as that tenant's (found by the scheduler's formal
+            # property, hw/formal/properties.py).
+            landing.beat.meta.tag.tenant.eq(s_tenant),
             landing.region_beat.eq(s_region_beat),
         ]
         with m.If(~s_last):

@@ -108,7 +108,8 @@ def test_resource_table_rejects_bad_arguments():
 
 def test_unknown_kind_is_an_error(monkeypatch):
     monkeypatch.setattr(resources, "_discover", lambda: ({}, {}))
-    with pytest.raises(ConfigError, match=r"^unknown NT 'acll' \(known: parser\)$"):
+    with pytest.raises(ConfigError,
+                       match=r"^unknown NT 'acll' \(known: parser, parser_checksum\)$"):
         resource_table(["acll"])
 
 

@@ -211,13 +211,19 @@ class _Subject:
     module: str
     qualname: str
     task: bool  # a NetworkTask: build parameters come from ``check_params({})``
+    kwargs: tuple = ()  # further keyword arguments, as (name, value) pairs
 
     @property
     def top(self):
         return self.kind if not self.task else f"nt_{self.kind}"
 
 
-_REFERENCES = {"parser": _Subject("parser", "supernic.hw.parser.parser", "HeaderParser", False)}
+_REFERENCES = {
+    "parser": _Subject("parser", "supernic.hw.parser.parser", "HeaderParser", False),
+    # The same with [parser] header_checksum: what the IPv4 checksum costs.
+    "parser_checksum": _Subject("parser_checksum", "supernic.hw.parser.parser", "HeaderParser",
+                                False, (("header_checksum", True),)),
+}
 
 
 def _discover():
@@ -249,7 +255,7 @@ def _generate_job(subject, width):
     try:
         cls = getattr(importlib.import_module(subject.module), subject.qualname)
         params = cls.check_params({}) if subject.task else {}
-        kwargs = {"header_bytes": HEADER_BYTES, **params}
+        kwargs = {"header_bytes": HEADER_BYTES, **params, **dict(subject.kwargs)}
         key = {"tool": "resources", "module": subject.module, "class": subject.qualname,
                "width": width, "kwargs": kwargs}
         paths = generated_component(subject.top, key, lambda: cls(width, **kwargs),
@@ -351,7 +357,8 @@ def resource_table(kinds=None, width=512, targets=DEFAULT_TARGETS, jobs=1, progr
     known = {**_REFERENCES, **found}
     errors = []
     if kinds is None:
-        subjects = list(known.values())
+        # parser_checksum only when asked for: the parser already takes the longest.
+        subjects = [s for k, s in known.items() if k != "parser_checksum"]
         errors += [{"kind": module, "stage": "import", "target": None,
                     "message": f"module {module}.py failed to import: {message}"}
                    for module, message in broken.items()]
@@ -441,7 +448,8 @@ def main(argv=None, prog="python -m supernic.tools.resources"):
         prog=prog,
         description="Resource table per NT from YoWASP Yosys (synth_ecp5, synth_xilinx xcup).")
     parser.add_argument("kinds", nargs="*", metavar="KIND",
-                        help="NT kinds, or 'parser' (default: every NT and the parser)")
+                        help="NT kinds, 'parser', or 'parser_checksum' (the parser with "
+                             "[parser] header_checksum) (default: every NT and the parser)")
     parser.add_argument("--width", type=int, default=512, help="data width in bits (512)")
     parser.add_argument("--target", choices=[*TARGETS, "both"], default="both")
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,

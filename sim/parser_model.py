@@ -7,10 +7,11 @@ packet (see ``tests/test_parser_hw.py``); scapy checks the model (``tests/test_p
 
 from ..hw.parser.headers import (
     HEADERS_BY_NAME, FIRST_HEADER, LAYERS, DEFAULT_EXT_HEADERS, LengthFrom, Offset, EndOf,
-    HeaderLength, DatagramLeft, internet_checksum_ok)
+    HeaderLength, DatagramLeft)
 from ..hw.parser.meta import (
     meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS)
 from .layout_codec import zero
+from .traffic import checksum16
 from .toeplitz import toeplitz, flow_hash_input
 
 __all__ = ["ParserModel", "DEFAULT_HEADER_BYTES", "DEFAULT_WALK_STEPS", "is_error"]
@@ -122,7 +123,7 @@ class ParserModel:
             counts[h.name] = min(nth + 1, 3)
             if h.datagram is not None:
                 dgram_end = off + h.datagram.extra + fields[h.datagram.field]
-            failed = last = False
+            verdicts = []  # (ok, flag) of every check, then of the checksum (rule 3a)
             for c in h.checks:
                 got = hlen if isinstance(c.field, HeaderLength) else fields[c.field]
                 if isinstance(c.value, DatagramLeft):
@@ -131,19 +132,18 @@ class ParserModel:
                     ref = hlen if isinstance(c.value, HeaderLength) else c.value
                     ok = {"==": got == ref, ">=": got >= ref, "<=": got <= ref,
                           "has": (got & ref) == ref}[c.op]
+                verdicts.append((ok, c.flag))
+            if self.header_checksum and h.checksum and off + hlen <= avail:
+                # A valid header's checksum over itself is 0 (RFC 1071 section 1).
+                verdicts.append((checksum16(frame[off:off + hlen]) == 0, h.checksum))
+            failed = last = False
+            for ok, flag in verdicts:
                 if not ok:
-                    flags[c.flag] = 1
-                    if c.flag in ERROR_FLAGS:
+                    flags[flag] = 1
+                    if flag in ERROR_FLAGS:
                         failed = True
                     else:
                         last = True
-            if (self.header_checksum and h.checksum and off + hlen <= avail
-                    and not internet_checksum_ok(frame[off:off + hlen])):
-                flags[h.checksum] = 1
-                if h.checksum in ERROR_FLAGS:
-                    failed = True
-                else:
-                    last = True
             if failed:
                 kind = None
                 break

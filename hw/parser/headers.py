@@ -36,7 +36,7 @@ __all__ = [
     "Field", "LengthFrom", "Offset", "EndOf", "HeaderLength", "DatagramLeft", "Check", "Bind",
     "Header", "HEADERS", "HEADERS_BY_NAME", "FIRST_HEADER", "LAYERS", "GROUPS", "header_index",
     "OFFSET", "HEADER_LENGTH", "DATAGRAM_LEFT", "DEFAULT_EXT_HEADERS", "DATAGRAM_END_BITS",
-    "internet_checksum_ok", "read_bytes",
+    "read_bytes",
 ]
 
 
@@ -344,17 +344,6 @@ def header_index(name):
         if h.name == name:
             return i + 1
     raise KeyError(f"unknown header {name!r}")
-
-
-def internet_checksum_ok(header: bytes) -> bool:
-    """Rule 3a: the one's complement sum of the header's 16-bit words is 0xFFFF (RFC 1071
-    section 1; a header of odd length is padded with a zero byte)."""
-    if len(header) % 2:
-        header += b"\0"
-    total = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, len(header), 2))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total == 0xFFFF
 
 
 def read_bytes(header_checksum=False):

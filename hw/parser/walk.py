@@ -19,7 +19,6 @@ __all__ = ["walk_state_layout", "stage_windows", "walk_step", "NTH_HEADERS"]
 
 # Headers whose binds depend on their occurrence count within a layer (VLAN tag 1 vs tag 2).
 NTH_HEADERS = tuple(h.name for h in HEADERS if any(b.nth is not None for b in h.binds))
-_MAX_FIXED = max(h.fixed_bytes for h in HEADERS)
 _PASS_THROUGH = ("hdr", "avail", "ended")
 
 
@@ -165,8 +164,7 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFA
                     sel = sel & (value > current)
                 with m.If(cond & sel):
                     m.d.comb += target.eq(value)
-        failed = C(0)  # an error check failed: stop before trusting the length
-        last = C(0)    # a non-error check failed (a fragment): this header is the last
+        verdicts = []  # (ok, flag) of every check, then of the checksum (rule 3a)
         for c in h.checks:
             got = hlen if isinstance(c.field, HeaderLength) else fields[c.field]
             if isinstance(c.value, DatagramLeft):
@@ -177,17 +175,15 @@ def _header_case(m, s, n, h, win, prefix, layers=range(LAYERS), ext_headers=DEFA
                 ref = hlen if isinstance(c.value, HeaderLength) else C(c.value)
                 ok = {"==": got == ref, ">=": got >= ref, "<=": got <= ref,
                       "has": (got & ref) == ref}[c.op]
-            with m.If(~ok):
-                m.d.comb += getattr(n.meta.flags, c.flag).eq(1)
-            if c.flag in ERROR_FLAGS:
-                failed |= ~ok
-            else:
-                last |= ~ok
+            verdicts.append((ok, c.flag))
         if header_checksum and h.checksum:
-            ok = (end > s.avail) | _checksum_ok(m, win, h, hlen, prefix)
+            verdicts.append(((end > s.avail) | _checksum_ok(m, win, h, hlen, prefix), h.checksum))
+        failed = C(0)  # an error check failed: stop before trusting the length
+        last = C(0)    # a non-error check failed (a fragment): this header is the last
+        for ok, flag in verdicts:
             with m.If(~ok):
-                m.d.comb += getattr(n.meta.flags, h.checksum).eq(1)
-            if h.checksum in ERROR_FLAGS:
+                m.d.comb += getattr(n.meta.flags, flag).eq(1)
+            if flag in ERROR_FLAGS:
                 failed |= ~ok
             else:
                 last |= ~ok

@@ -18,7 +18,7 @@ from amaranth.hdl import Assert, Assume, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.wiring import In
 
-from ..nic.layout import BEATS_BITS as BEATS_BITS_
+from ..nic.layout import BEATS_BITS
 from .contract import ContractHarness
 
 __all__ = ["Property", "PROPERTIES", "ports_of"]
@@ -197,7 +197,7 @@ def _scheduler():
                     with m.If((csr.table_tenant == t) & (csr.table_region == r)):
                         m.d.sync += allowed[t][r].eq(1)
         tag = o.p.meta.tag
-        beats = Signal(BEATS_BITS_, name="out_beats")
+        beats = Signal(BEATS_BITS, name="out_beats")
         with m.If(_taken(o)):
             m.d.sync += beats.eq(Mux(o.p.last, 0, beats + 1))
         m.d.comb += [
@@ -221,8 +221,6 @@ def _scheduler():
             ]
 
     return ContractHarness(dut, [], [o], environment), ports_of(dut, inputs_only=True)
-
-
 
 
 def _nt(kind):

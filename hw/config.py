@@ -29,6 +29,8 @@ A ``[nic]`` section makes the top level the multi-tenant NIC (:mod:`supernic.hw.
     queue_beats = 256      # per tenant and port
     store_beats = 1024     # the central packet store, shared by the regions
     region_fifo_beats = 64  # each region's input buffer
+    stall_cycles = 1024    # a region that takes no beat this long, holding the store's shared
+                           # input with a packet larger than its buffer, is cut off (0: never)
     policies = ["drf", "rr", "drr", "fifo"]      # schedulers built in; the first runs at reset
     yieldable = true       # region personalities under the state-yielding transform
                            # (suspend, resume, capture and restore their state), with the
@@ -76,6 +78,7 @@ class DesignConfig:
     queue_beats: int = 256
     store_beats: int = 1024
     region_fifo_beats: int = 64
+    stall_cycles: int = 1024
     classifier_entries: int = 16
     table_size: int = 16
     policies: tuple = ("drf", "rr", "drr", "fifo")
@@ -132,12 +135,18 @@ class DesignConfig:
                               f"{list(known)}, not {self.policies!r}")
         for name, low, high in (("tenants", 1, 16), ("ports", 1, 4), ("queue_beats", 16, 65536),
                                 ("store_beats", 16, 1 << 20), ("region_fifo_beats", 2, 16383),
+                                ("stall_cycles", 0, 1 << 24),
                                 ("classifier_entries", 1, 256),
                                 ("table_size", 1, 256)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
                 raise ConfigError(f"nic.{name} must be an integer from {low} to {high}, "
                                   f"not {value!r}")
+        header_beats = self.header_bytes // (self.data_width // 8)
+        if self.stall_cycles and self.region_fifo_beats < header_beats:
+            raise ConfigError(f"nic.region_fifo_beats ({self.region_fifo_beats}) must hold a "
+                              f"header-only chain's {header_beats} header beats (the stall "
+                              f"watchdog never cuts a header part)")
         if isinstance(self.yieldable, list):
             object.__setattr__(self, "yieldable", tuple(self.yieldable))
         if not (isinstance(self.yieldable, bool) or self.yieldable in YIELDABLE_STATES or (
@@ -235,7 +244,8 @@ _KNOWN = {"design": {"name", "data_width"},
           "parser": {"header_bytes", "walk_steps", "ext_headers", "header_checksum"},
           "chains": {"specs"},
           "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
-                  "region_fifo_beats", "classifier_entries", "table_size", "policies",
+                  "region_fifo_beats", "stall_cycles", "classifier_entries", "table_size",
+                  "policies",
                   "yieldable", "links"}}
 _RENAMED = {"specs": "chains"}
 

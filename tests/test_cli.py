@@ -55,6 +55,10 @@ def test_lint_reports_real_problems(tmp_path):
     ('[parser]\next_headers = 16\n',
      "parser.ext_headers must be an integer from 0 to 15, not 16"),
     ('[parser]\ncolour = 1\n', "unknown key parser.colour"),
+    ('[nic]\nregions = [["web"]]\nstall_cycles = -1\n',
+     "nic.stall_cycles must be an integer from 0 to 16777216, not -1"),
+    ('[design]\ndata_width = 64\n[nic]\nregions = [["web"]]\nregion_fifo_beats = 16\n',
+     "nic.region_fifo_beats (16) must hold a header-only chain's 32 header beats"),
     ('[tenants]\n', "unknown section [tenants]"),
     ('[design\n', "not valid TOML"),
 ])

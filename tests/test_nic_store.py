@@ -15,6 +15,9 @@ from supernic.sim.tb.store_tb import store_simulator, stub_region_fn
 # 64 header bytes at 64 bits: H = 8 header beats; 3 regions leave region index 3 unused.
 SHAPE = NicShape(data_width=64, header_bytes=64, tenants=4, ports=2, regions=3)
 STORE_BEATS, REGION_FIFO_BEATS, IN_FLIGHT = 64, 16, 8
+# Short, so the stalled-region test runs quickly; the random tests' region stalls (48 in 256
+# per cycle and side) must still never reach it.
+STALL_CYCLES = 64
 MODULE = "supernic.sim.tb.store_tb"
 
 
@@ -72,6 +75,10 @@ def test_model_wrong_tags():
     ({"region_fifo_beats": 1},
      "Packet store region_fifo_beats must be an integer from 2 to 16383, not 1"),
     ({"in_flight": "8"}, "Packet store in_flight must be an integer from 2 to 4096, not '8'"),
+    ({"stall_cycles": -1},
+     "Packet store stall_cycles must be an integer from 0 to 16777216, not -1"),
+    ({"region_fifo_beats": 4}, "Packet store region_fifo_beats (4) must hold a header part "
+                               "(8 beats): the stall watchdog never cuts one"),
 ])
 def test_constructor_errors(kwargs, message):
     with pytest.raises(ValueError) as info:
@@ -86,7 +93,7 @@ def test_constructor_needs_a_header_beat():
 
 @pytest.fixture(scope="module")
 def simulator():
-    return store_simulator(SHAPE, STORE_BEATS, REGION_FIFO_BEATS, IN_FLIGHT)
+    return store_simulator(SHAPE, STORE_BEATS, REGION_FIFO_BEATS, IN_FLIGHT, STALL_CYCLES)
 
 
 def _check_accounting(result):
@@ -94,6 +101,7 @@ def _check_accounting(result):
     assert (result["packets_out"] + result["store_drops"] + result["misrouted"]
             == result["packets_in"])
     assert result["store_used"] == 0 and result["region_in_flight"] == [0, 0, 0]
+    assert result["stall_drops"] == result["stall_cuts"] == result["region_stalled"] == 0
     assert result["region_free"] == [REGION_FIFO_BEATS] * 3 and result["region_empty"] == 7
     assert 0 < result["store_peak"] <= STORE_BEATS
     # Region time: each beat into a region takes at least a cycle of valid.
@@ -124,6 +132,19 @@ def test_saturation_has_no_bubbles(simulator, size, header_only, tmp_path):
     }, test_dir=tmp_path, module=MODULE)
     assert result["packets_out"] == 200 and result["store_drops"] == 0
     assert result["in_beats_per_cycle"] > 0.95 and result["out_beats_per_cycle"] > 0.95
+
+
+def test_a_stalled_region_does_not_hold_the_others(simulator, tmp_path):
+    """Region 0 stops with a packet twice its buffer half-way in: after ``STALL_CYCLES`` the
+    packet is cut and counted, region 1's packets behind it pass, and region 0 serves again
+    once it thaws. Then region 1 stops half-way through giving a packet back: the packet
+    leaves cut short and flagged, region 0's packet behind it passes, and region 1 serves
+    again once it thaws (the bench checks every packet's bytes against the stub's model)."""
+    result = run_bench(simulator, "stalled_region", {}, test_dir=tmp_path, module=MODULE)
+    assert result["passed_while_frozen"] == [3, 4]
+    assert result["delivered"] == [3, 4, 1, 6, 7, 8, 9]
+    assert result["final"]["stall_drops"] == 2 and result["final"]["stall_cuts"] == 1
+    assert result["final"]["region_stalled"] == 0
 
 
 def test_full_side_fifo_closes_the_region():

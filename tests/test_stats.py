@@ -115,7 +115,8 @@ def test_stats_of_a_record(tmp_path):
     unweighted = traffic_stats({**record, "weights": {}}, window=100)["fairness"]
     assert unweighted["jain_mean"] == pytest.approx(0.9, abs=0.03)   # (1+2)^2 / (2 * 5)
     assert account(record) == {"sent": 200, "delivered": 150, "unmatched": 0, "queue": 30,
-                               "disabled": 0, "store": 0, "nt": 20, "balanced": True}
+                               "disabled": 0, "store": 0, "stalled": 0, "nt": 20,
+                               "balanced": True}
     lost = {**record, "counters": {**record["counters"], "tenants": {
         **record["counters"]["tenants"], "0": {**record["counters"]["tenants"]["0"],
                                                "queue_drops": 29}}}}

@@ -54,7 +54,7 @@ def nic_campaign(config, frames, seed=1, backpressure=0.2, progress=print):
     from ..driver.client import DeviceClient, SocketBus
     from ..driver.control import ControlPlane
     from ..driver.server import DeviceServer, serving_in_thread
-    from ..driver.stats import account
+    from ..driver.stats import ACCOUNT_DROPS, account
     from ..driver.traffic import TrafficError, make_schedule, parse_flow, run_traffic
     from ..sim.build import generated_design
     from ..sim.vdev import VirtualDevice
@@ -112,7 +112,7 @@ def nic_campaign(config, frames, seed=1, backpressure=0.2, progress=print):
     malformed = sum(p.get("parser.malformed", 0) for p in record["counters"]["ports"].values())
     figures.update(
         frames=acct["sent"], hangs=0, delivered=acct["delivered"],
-        counted={k: acct[k] for k in ("unmatched", "queue", "disabled", "store", "nt")},
+        counted={k: acct[k] for k in ACCOUNT_DROPS if k != "delivered"},
         parser_packets=parsed, parser_malformed=malformed,
         balanced=acct["balanced"] and parsed == acct["sent"],
         cycles=run.end_cycle - run.start_cycle)
@@ -128,12 +128,13 @@ def show(result, console):
     verdict = "balanced" if result["balanced"] else "[red]NOT balanced[/red]"
     table = Table(title=f"NIC {result['design']}: {result['frames']:,} fuzzed frames of "
                         f"{result['tenants']} tenants, {verdict}")
-    for col in ("delivered", "unmatched", "queue", "disabled", "store", "NT drops",
+    for col in ("delivered", "unmatched", "queue", "disabled", "store", "stalled", "NT drops",
                 "parser packets", "parser malformed", "cycles", "seconds"):
         table.add_column(col, justify="right")
     c = result["counted"]
     table.add_row(*(f"{v:,}" for v in (
-        result["delivered"], c["unmatched"], c["queue"], c["disabled"], c["store"], c["nt"],
+        result["delivered"], c["unmatched"], c["queue"], c["disabled"], c["store"],
+        c["stalled"], c["nt"],
         result["parser_packets"], result["parser_malformed"], result["cycles"])),
         f"{result['seconds']}")
     console.print(table)

@@ -28,7 +28,20 @@ Contract of :class:`PacketStore`:
   ends in the store with an empty beat; both carry ``keep_error`` on their last beat.
 * ``region_free[r]`` is the room in region ``r``'s input buffer in beats and ``region_empty[r]``
   tells that buffer is empty; both read 0 while the side FIFO (``in_flight`` packets) or the
-  buffer's packet-metadata FIFO is full. The scheduler uses them so that ``i`` rarely waits.
+  buffer's packet-metadata FIFO is full, or while the region is stalled. The scheduler uses
+  them so that ``i`` rarely waits.
+* ``i`` is shared by every tenant, so a region that stops taking beats may hold it only for a
+  while (``stall_cycles``; 0 turns the watchdog off). A packet larger than the region's buffer
+  that the scheduler admitted into the empty region waits on ``i`` until the region takes its
+  beats; if the region takes none for ``stall_cycles`` consecutive cycles (cycles in which the
+  region's output waits for ``o`` do not count: that is the NIC's backpressure, not the
+  region's stall) the region is *stalled*: the rest of the packet is dropped, the region gets
+  a last beat (one zero byte, ``length_error``) when its buffer has room, so it sees a whole
+  packet, and that packet is discarded when it comes back. The packet is counted in
+  ``stall_drops`` (and strobes ``drop_valid``). Packets for a stalled region that reach ``i``
+  are dropped whole and counted there too; ``region_stalled[r]`` stays set until the region
+  has given back every packet it held, the cut one included. A header-only packet's header
+  part is never cut (it is at most ``H`` beats, which fit an empty buffer).
 
 How the store shares one memory: beat slots come from a free list (a circular buffer of slot
 numbers, initialised with every slot); each region's payload beats form a linked list through a
@@ -44,7 +57,10 @@ Region time: ``region_busy[r]`` counts the cycles ``to_region[r].valid`` is high
 at the region's input: the region time each tenant's packets take, for the fairness figures.
 
 Limits: the free list assumes every slot is free at reset; a reset with packets in the store
-needs the whole design reset (as the NIC does).
+needs the whole design reset (as the NIC does). A region that takes a beat at least every
+``stall_cycles`` cycles is slow, not stalled: it holds ``i`` as long as it takes (its tenant is
+charged the time in ``region_cycles``). The watchdog guards the input only: a region that
+starts a packet on ``from_region`` and never ends it holds ``o``.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
@@ -85,10 +101,13 @@ class PacketStore(wiring.Component):
         Beats of each region's input buffer.
     in_flight : int
         Packets each region may hold (its side FIFO of tags).
+    stall_cycles : int
+        Cycles a region may hold ``i`` without taking a beat before it is declared stalled
+        (0: never).
     """
 
     def __init__(self, shape: NicShape, store_beats: int = 1024, region_fifo_beats: int = 64,
-                 in_flight: int = 64):
+                 in_flight: int = 64, stall_cycles: int = 1024):
         if not isinstance(shape, NicShape):
             raise TypeError(f"Packet store shape must be a NicShape, not {shape!r}")
         if shape.header_beats < 1:
@@ -101,10 +120,16 @@ class PacketStore(wiring.Component):
         _check_int("Packet store region_fifo_beats", region_fifo_beats, 2,
                    (1 << BEATS_BITS) - 1)
         _check_int("Packet store in_flight", in_flight, 2, 1 << 12)
+        _check_int("Packet store stall_cycles", stall_cycles, 0, 1 << 24)
+        if stall_cycles and region_fifo_beats < shape.header_beats:
+            raise ValueError(f"Packet store region_fifo_beats ({region_fifo_beats}) must hold "
+                             f"a header part ({shape.header_beats} beats): the stall watchdog "
+                             f"never cuts one")
         self.shape = shape
         self.store_beats = store_beats
         self.region_fifo_beats = region_fifo_beats
         self.in_flight = in_flight
+        self.stall_cycles = stall_cycles
         self.slot_bits = exact_log2(store_beats)
         w, bb, regions = shape.data_width, shape.beat_bytes, shape.regions
         # One stored payload beat; ``end`` marks the packet's last, ``tail`` its tail flags.
@@ -133,6 +158,9 @@ class PacketStore(wiring.Component):
             "store_drop_bytes": Out(64),
             "header_errors": Out(64),
             "misrouted": Out(64),
+            "stall_drops": Out(64),
+            "stall_cuts": Out(64),
+            "region_stalled": Out(regions),
             "drop_valid": Out(1),
             "drop_tenant": Out(shape.tenant_bits),
         })
@@ -208,6 +236,11 @@ class PacketStore(wiring.Component):
         pkt_index = Signal(range(hbeats + 1))  # beats taken, saturating at H
         prev_valid = Signal()                  # a payload beat of this packet was stored...
         prev_slot = Signal(slot_bits)          # ... here; its next pointer is still unwritten
+        pkt_stall = Signal()                   # dropped for a stalled region (or cut)
+        # Stall watchdog state, per region (see the module docstring).
+        stalled = Signal(n_regions)            # packets for the region are dropped
+        owe_end = Signal(n_regions)            # a cut packet still needs its last beat
+        discard_pending = Signal(n_regions)    # the cut packet has not come back yet
 
         region = Signal(shape.region_bits)
         header_only = Signal()
@@ -218,17 +251,21 @@ class PacketStore(wiring.Component):
         has_payload = Signal()
         declared = Signal(BEATS_BITS)
         # A region index past the last region reads header_only 0 (it is dropped anyway).
-        header_only_bits = Cat(self.header_only, Const(0, (1 << shape.region_bits) - n_regions))
+        pad = Const(0, (1 << shape.region_bits) - n_regions)
+        header_only_bits = Cat(self.header_only, pad)
+        stalled_bits = Cat(stalled, pad)
+        stalled_first = Signal()   # the packet at a first beat is for a stalled region
         m.d.comb += [
             misrouted.eq(tag.region >= n_regions),
             has_payload.eq(header_only_bits.bit_select(tag.region, 1) & (tag.beats > hbeats)),
             declared.eq(tag.beats - hbeats),
+            stalled_first.eq(~misrouted & stalled_bits.bit_select(tag.region, 1)),
         ]
         with m.If(first):
             m.d.comb += [
                 region.eq(tag.region),
                 header_only.eq(header_only_bits.bit_select(tag.region, 1)),
-                drop.eq(misrouted | (has_payload & (declared > free_count))),
+                drop.eq(misrouted | stalled_first | (has_payload & (declared > free_count))),
                 left.eq(Mux(has_payload, declared, 0)),
                 index.eq(0),
             ]
@@ -291,11 +328,20 @@ class PacketStore(wiring.Component):
             meta_word.hdr.eq(in_hdr),
             meta_word.tenant.eq(tag.tenant),
         ]
+        # The last beat a cut packet owes its region: one zero byte, flagged as a length error.
+        owed_beat = Signal(beat_layout)
+        m.d.comb += [owed_beat.keep.eq(1), owed_beat.last.eq(1), owed_beat.tail.eq(0b01)]
+        owed_writes = []
         for r in range(n_regions):
             mine = take & ~drop & (region == r)
+            input_write = Signal(name=f"input_write{r}")
+            owed_write = Signal(name=f"owed_write{r}")
+            owed_writes.append(owed_write)
             m.d.comb += [
-                beat_q[r].w_data.eq(region_beat),
-                beat_q[r].w_en.eq(mine & in_header),
+                input_write.eq(mine & in_header),
+                owed_write.eq(owe_end[r] & beat_q[r].w_rdy & ~input_write),
+                beat_q[r].w_data.eq(Mux(owed_write, owed_beat, region_beat)),
+                beat_q[r].w_en.eq(input_write | owed_write),
                 meta_q[r].w_data.eq(meta_word),
                 meta_q[r].w_en.eq(mine & first),
                 side_q[r].w_data.eq(side_entry),
@@ -337,7 +383,7 @@ class PacketStore(wiring.Component):
                 pkt_index.eq(Mux(index == hbeats, hbeats, index + 1)),
             ]
             with m.If(first):
-                m.d.sync += pkt_misrouted.eq(misrouted)
+                m.d.sync += [pkt_misrouted.eq(misrouted), pkt_stall.eq(stalled_first)]
             with m.If(store_write):
                 m.d.sync += [prev_valid.eq(~word_end), prev_slot.eq(free_head)]
             with m.Elif(first):
@@ -345,16 +391,20 @@ class PacketStore(wiring.Component):
 
         # Whole-packet drops, counted on the last beat.
         is_misrouted = Signal()
-        m.d.comb += is_misrouted.eq(Mux(first, misrouted, pkt_misrouted))
+        is_stall = Signal()
+        m.d.comb += [is_misrouted.eq(Mux(first, misrouted, pkt_misrouted)),
+                     is_stall.eq(Mux(first, stalled_first, pkt_stall))]
         keep_bytes = Signal(range(bb + 1))
         m.d.comb += keep_bytes.eq(sum(self.i.p.keep))
         drop_tenant = Signal(shape.tenant_bits)
         with m.If(take & drop):
-            with m.If(~is_misrouted):
+            with m.If(~is_misrouted & ~is_stall):
                 m.d.sync += self.store_drop_bytes.eq(self.store_drop_bytes + keep_bytes)
             with m.If(self.i.p.last):
                 with m.If(is_misrouted):
                     m.d.sync += self.misrouted.eq(self.misrouted + 1)
+                with m.Elif(is_stall):
+                    m.d.sync += self.stall_drops.eq(self.stall_drops + 1)
                 with m.Else():
                     m.d.sync += self.store_drops.eq(self.store_drops + 1)
                 m.d.sync += [self.drop_valid.eq(1), drop_tenant.eq(tag.tenant)]
@@ -387,7 +437,7 @@ class PacketStore(wiring.Component):
             head_tenant.append(entry.tenant)
             open_ = Signal(name=f"region_open{r}")
             m.d.comb += [
-                open_.eq(sq.w_rdy & mq.w_rdy),
+                open_.eq(sq.w_rdy & mq.w_rdy & ~stalled[r]),
                 self.region_free[r].eq(Mux(open_, self.region_fifo_beats - bq.level, 0)),
                 self.region_empty[r].eq(open_ & (bq.level == 0)),
                 self.region_in_flight[r].eq(sq.level),
@@ -410,11 +460,13 @@ class PacketStore(wiring.Component):
         more = Signal()                  # (not have_word) the last word taken was not its end
         next_addr = Signal(slot_bits)    # (not have_word) where the next word is
         word_slot = Signal(slot_bits)    # the slot of the word in pay_r.data
-        hdr_reg = Signal(hdr_layout)     # the region's metadata, for the payload beats
+        hdr_reg = Signal(hdr_layout)     # the region's last metadata, for the payload beats
+        cutting = Signal()               # ending a packet its region stopped giving
+        skip_rest = Signal(n_regions)    # the rest of a cut packet is discarded as it comes
 
         req = [Signal(name=f"req{r}") for r in range(n_regions)]
         for r in range(n_regions):
-            m.d.comb += req[r].eq(self.from_region[r].valid & side_q[r].r_rdy)
+            m.d.comb += req[r].eq(self.from_region[r].valid & ~skip_rest[r] & side_q[r].r_rdy)
 
         sel = Signal(packet_layout(w, hdr_layout))
         sel_valid = Signal()
@@ -422,6 +474,7 @@ class PacketStore(wiring.Component):
         side_rdy = Signal()
         avail = [Signal(range(n_slots + 1), name=f"avail{r}") for r in range(n_regions)]
         avail_any = Signal()
+        discard_cur = Signal()   # the region's packet is a cut one, to be discarded
         grant = Signal(range(n_regions))
         grant_any = Signal()
         with m.Switch(cur):
@@ -429,10 +482,13 @@ class PacketStore(wiring.Component):
                 with m.Case(c):
                     m.d.comb += [
                         sel.eq(self.from_region[c].p),
-                        sel_valid.eq(self.from_region[c].valid),
+                        sel_valid.eq(self.from_region[c].valid & ~skip_rest[c]),
                         side.eq(side_q[c].r_data),
                         side_rdy.eq(side_q[c].r_rdy),
                         avail_any.eq(avail[c] != 0),
+                        # After a cut no packet enters the region until the cut one is
+                        # back, so it is the side FIFO's only entry then.
+                        discard_cur.eq(discard_pending[c] & (side_q[c].level == 1)),
                     ]
                     # Round robin: the first other region after ``c`` with a packet waiting.
                     order = [(c + k) % n_regions for k in range(1, n_regions)]
@@ -458,9 +514,19 @@ class PacketStore(wiring.Component):
         ]
         out_hdr = Signal(hdr_layout)
         consume = Signal()
-        with m.If(in_header_phase):
+        with m.If(in_header_phase & cutting):
+            # The last beat of a packet cut short: one zero byte, flagged as a length error.
             m.d.comb += [
-                self.o.valid.eq(req_cur),
+                self.o.valid.eq(~discard_cur),
+                self.o.p.keep.eq(1),
+                self.o.p.last.eq(1),
+                out_hdr.eq(hdr_reg),
+                out_hdr.flags.length_error.eq(1),
+                out_hdr.flags.keep_error.eq(0),
+            ]
+        with m.Elif(in_header_phase):
+            m.d.comb += [
+                self.o.valid.eq(req_cur & ~discard_cur),
                 self.o.p.data.eq(sel.data),
                 self.o.p.keep.eq(sel.keep),
                 self.o.p.last.eq(out_last),
@@ -483,24 +549,31 @@ class PacketStore(wiring.Component):
         m.d.comb += [self.o.p.meta.hdr.eq(out_hdr), self.o.p.meta.tag.eq(side.tag)]
         for r in range(n_regions):
             m.d.comb += self.from_region[r].ready.eq(
-                in_header_phase & (cur == r) & side_rdy & self.o.ready)
+                (in_header_phase & ~cutting & (cur == r) & side_rdy
+                 & (self.o.ready | discard_cur)) | skip_rest[r])
 
         header_take = Signal()
+        cut_take = Signal()
         packet_done = Signal()
         m.d.comb += [
-            header_take.eq(in_header_phase & req_cur & self.o.ready),
+            header_take.eq(in_header_phase & ~cutting & req_cur
+                           & (self.o.ready | discard_cur)),
+            cut_take.eq(in_header_phase & cutting & (self.o.ready | discard_cur)),
             # A packet whose header came back the wrong length has left on ``o`` but still
             # holds its side entry until its payload is drained.
-            packet_done.eq((header_take & sel.last & ~side.payload) | (consume & stored.end)),
+            packet_done.eq((header_take & sel.last & ~side.payload) | (consume & stored.end)
+                           | (cut_take & ~side.payload)),
         ]
         with m.If(header_take):
-            m.d.sync += busy.eq(1)
+            m.d.sync += [busy.eq(1), hdr_reg.eq(sel.meta)]
             with m.If(sel.last & side.payload):
-                m.d.sync += hdr_reg.eq(sel.meta)
                 with m.If(keep_full):
                     m.d.sync += in_payload.eq(1)
                 with m.Else():
                     m.d.sync += [in_drain.eq(1), self.header_errors.eq(self.header_errors + 1)]
+        with m.If(cut_take):
+            # A cut header-only packet's stored payload is freed unsent.
+            m.d.sync += [cutting.eq(0), in_drain.eq(side.payload)]
         with m.If(packet_done):
             m.d.sync += [busy.eq(0), in_payload.eq(0), in_drain.eq(0), started.eq(0)]
         with m.If(grant_any & (packet_done | (~busy & in_header_phase & ~req_cur))):
@@ -535,4 +608,81 @@ class PacketStore(wiring.Component):
         for r in range(n_regions):
             m.d.sync += avail[r].eq(avail[r] + Mux(region == r, settled, 0)
                                     - (issue & (cur == r)))
+
+        # --- Stall watchdog: a region may not hold the shared input forever ----------------
+        m.d.comb += self.region_stalled.eq(stalled)
+        for r in range(n_regions):
+            with m.If(((header_take & sel.last) | cut_take) & discard_cur & (cur == r)):
+                m.d.sync += discard_pending[r].eq(0)
+            with m.If(~owe_end[r] & ~discard_pending[r] & ~skip_rest[r]
+                      & (side_q[r].level == 0)):
+                m.d.sync += stalled[r].eq(0)
+            with m.If(owed_writes[r]):
+                m.d.sync += owe_end[r].eq(0)
+            with m.If(self.from_region[r].valid & self.from_region[r].p.last & skip_rest[r]):
+                m.d.sync += skip_rest[r].eq(0)
+        if self.stall_cycles:
+            self._output_watchdog(m, cur, busy, in_header_phase, sel_valid, cutting, skip_rest,
+                                  stalled, discard_cur, region, first, drop)
+            stuck = Signal(range(self.stall_cycles))
+            waiting = Signal()   # ``i`` waits on the region (a header part never counts)
+            moved = Signal()     # the region took a beat in or gave one out
+            blocked = Signal()   # the region's output waits for ``o``: backpressure, not a stall
+            fire = Signal()
+            took_in = Array(Signal(name=f"took_in{r}") for r in range(n_regions))
+            gave_out = Array(Signal(name=f"gave_out{r}") for r in range(n_regions))
+            out_waits = Array(Signal(name=f"out_waits{r}") for r in range(n_regions))
+            for r in range(n_regions):
+                into, outof = self.to_region[r], self.from_region[r]
+                m.d.comb += [took_in[r].eq(into.valid & into.ready),
+                             gave_out[r].eq(outof.valid & outof.ready),
+                             out_waits[r].eq(outof.valid & ~outof.ready)]
+            m.d.comb += [
+                waiting.eq(self.i.valid & ~self.i.ready & ~drop & (first | ~header_only)),
+                moved.eq(took_in[region] | gave_out[region]),
+                blocked.eq(out_waits[region]),
+                fire.eq(waiting & ~moved & ~blocked & (stuck == self.stall_cycles - 1)),
+            ]
+            with m.If(~waiting | moved | fire):
+                m.d.sync += stuck.eq(0)
+            with m.Elif(~blocked):
+                m.d.sync += stuck.eq(stuck + 1)
+            with m.If(fire):
+                # A first beat is dropped whole next cycle (its region now reads stalled);
+                # a packet under way is cut.
+                with m.If(~first):
+                    m.d.sync += [pkt_drop.eq(1), pkt_stall.eq(1)]
+                for r in range(n_regions):
+                    with m.If(region == r):
+                        m.d.sync += stalled[r].eq(1)
+                        with m.If(~first):
+                            m.d.sync += [owe_end[r].eq(1), discard_pending[r].eq(1)]
         return m
+
+    def _output_watchdog(self, m, cur, busy, in_header_phase, sel_valid, cutting, skip_rest,
+                         stalled, discard_cur, region, first, drop):
+        """A region that stops giving beats in the middle of a packet would hold ``o``, which
+        every region shares: after ``stall_cycles`` without a beat the packet is ended with a
+        flagged last beat, the rest of it is discarded as it comes, and the region is stalled.
+        Cycles in which the packet's own beats are still coming in on ``i`` do not count (the
+        region may be waiting for them)."""
+        stuck = Signal(range(self.stall_cycles), name="out_stuck")
+        waiting = Signal(name="out_waiting")
+        fire = Signal(name="out_fire")
+        feeding = Signal(name="out_feeding")   # ``i`` is inside a packet for the region
+        m.d.comb += [
+            feeding.eq(~first & ~drop & (region == cur)),
+            waiting.eq(in_header_phase & busy & ~cutting & ~sel_valid & ~feeding),
+            fire.eq(waiting & (stuck == self.stall_cycles - 1)),
+        ]
+        with m.If(~waiting | fire):
+            m.d.sync += stuck.eq(0)
+        with m.Else():
+            m.d.sync += stuck.eq(stuck + 1)
+        with m.If(fire):
+            m.d.sync += cutting.eq(1)
+            with m.If(~discard_cur):
+                m.d.sync += self.stall_cuts.eq(self.stall_cuts + 1)
+            for r in range(self.shape.regions):
+                with m.If(cur == r):
+                    m.d.sync += [skip_rest[r].eq(1), stalled[r].eq(1)]

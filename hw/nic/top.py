@@ -21,7 +21,9 @@ parts of a DAG split across them as one region.
 
 Every ingress packet is delivered or counted once, by reason: ``classifier<p>.dropped``
 (unmatched), ``scheduler`` queue-full and disabled-tenant drops, ``store.drops`` (the packet
-store was full), ``egress`` per-tenant ``dropped`` (an NT dropped it).
+store was full), ``store.stall_drops`` (its region stopped taking beats with the packet
+holding the store's shared input, or was stalled: :mod:`.store`), ``egress`` per-tenant
+``dropped`` (an NT dropped it).
 
 Register blocks, in order: ``id``, ``nic`` (shape), per port ``parser<p>`` and
 ``classifier<p>``, ``scheduler``, ``store``, ``egress``, then per region ``region<r>`` followed
@@ -93,6 +95,9 @@ def store_block(shape):
     regs = [
         Register("drops", 64, R, doc="Packets dropped whole: the packet store was full"),
         Register("drop_bytes", 64, R, doc="Bytes of those packets"),
+        Register("stall_drops", 64, R,
+                 doc="Packets dropped because their region stopped taking beats (cut, or "
+                     "sent to it while it was stalled)"),
         Register("used", 32, R, doc="Payload beats held now"),
         Register("peak", 32, R, doc="Most payload beats ever held"),
     ]
@@ -101,8 +106,11 @@ def store_block(shape):
                              doc=f"Cycles tenant {t}'s packets occupied a region's input"))
     for r in range(shape.regions):
         regs += [Register(f"r{r}_busy", 64, R, doc=f"Cycles region {r}'s input was busy"),
-                 Register(f"r{r}_in_flight", 16, R, doc=f"Packets inside region {r} now")]
-    return RegisterBlock("store", STORE_TYPE, 0x0001_0000, regs,
+                 Register(f"r{r}_in_flight", 16, R, doc=f"Packets inside region {r} now"),
+                 Register(f"r{r}_stalled", 1, R,
+                          doc=f"Region {r} stopped taking beats and is cut off until it has "
+                              f"given back every packet it holds")]
+    return RegisterBlock("store", STORE_TYPE, 0x0001_0001, regs,
                          doc="Packet store and region occupancy")
 
 
@@ -185,7 +193,8 @@ class MultiTenantNic(wiring.Component):
                 csr.field(f"parser{p}", "malformed").eq(parser.errors),
             ]
 
-        m.submodules.store = store = PacketStore(shape, cfg.store_beats, cfg.region_fifo_beats)
+        m.submodules.store = store = PacketStore(shape, cfg.store_beats, cfg.region_fifo_beats,
+                                                  stall_cycles=cfg.stall_cycles)
         wiring.connect(m, sched.o, store.i)
         m.d.comb += [sched.region_free.eq(store.region_free),
                      sched.region_empty.eq(store.region_empty)]
@@ -235,6 +244,7 @@ class MultiTenantNic(wiring.Component):
         m.d.comb += [
             csr.field("store", "drops").eq(store.store_drops),
             csr.field("store", "drop_bytes").eq(store.store_drop_bytes),
+            csr.field("store", "stall_drops").eq(store.stall_drops),
             csr.field("store", "used").eq(store.store_used),
             csr.field("store", "peak").eq(store.store_peak),
         ]
@@ -242,7 +252,8 @@ class MultiTenantNic(wiring.Component):
             m.d.comb += csr.field("store", f"t{t}_region_cycles").eq(store.region_cycles[t])
         for r in range(shape.regions):
             m.d.comb += [csr.field("store", f"r{r}_busy").eq(store.region_busy[r]),
-                         csr.field("store", f"r{r}_in_flight").eq(store.region_in_flight[r])]
+                         csr.field("store", f"r{r}_in_flight").eq(store.region_in_flight[r]),
+                         csr.field("store", f"r{r}_stalled").eq(store.region_stalled[r])]
 
         m.submodules.egress = egress = EgressStage(shape)
         wiring.connect(m, store.o, egress.i)

@@ -374,14 +374,16 @@ async def random_traffic(dut):
             not_dispatched[tenant] += 1
     per_tenant = {}
     total = {"in": len(inputs), "classifier_dropped": 0, "queue_dropped": 0,
-             "store_dropped": await reg("store", "drops"), "nt_dropped": 0, "delivered": 0}
+             "store_dropped": await reg("store", "drops"),
+             "stall_dropped": await reg("store", "stall_drops"), "nt_dropped": 0,
+             "delivered": 0}
     for p in range(shape.ports):
         total["classifier_dropped"] += hw[f"classifier{p}.dropped"]
     for t in sorted(deployment.chains):
         q = await reg("scheduler", f"t{t}_queue_drops") + await reg(
             "scheduler", f"t{t}_disabled_drops")
         total["queue_dropped"] += q
-        if q != not_dispatched[t] and total["store_dropped"] == 0:
+        if q != not_dispatched[t] and total["store_dropped"] + total["stall_dropped"] == 0:
             problems.append(f"tenant {t}: {not_dispatched[t]} packets never dispatched, "
                             f"scheduler counted {q} drops")
         want = model.egress[t]
@@ -419,6 +421,7 @@ async def random_traffic(dut):
                     problems += [f"{block}: {p}" for p in
                                  await m.verify_hardware(BlockAccess(bus, regmap, block))]
     accounted = (total["classifier_dropped"] + total["queue_dropped"] + total["store_dropped"]
+                 + total["stall_dropped"]
                  + total["nt_dropped"] + total["delivered"])
     if accounted != total["in"]:
         problems.append(f"packets unaccounted for: {total}")

@@ -18,6 +18,14 @@ ones the store may refuse (header-only with a payload); every packet is delivere
 
 ``saturation``: back-to-back frames of one size, no idle, no backpressure, no stalls: beats
 per cycle in and out.
+
+``stalled_region``: region 0 freezes (takes and gives nothing) with a packet larger than its
+buffer half-way in; packets for region 1 behind it must still pass, the cut packet and a later
+one for region 0 are counted as stall drops, and once region 0 thaws its earlier packet leaves,
+the cut one does not, and region 0 serves again. Then region 1 freezes half-way through giving
+a packet back: that packet leaves cut short (its beats so far and one zero byte, flagged
+``length_error``), region 0's packet behind it passes, and once region 1 thaws the rest of the
+cut packet is discarded and region 1 serves again.
 """
 
 import collections
@@ -28,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import cocotb
+from cocotb.triggers import RisingEdge
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -48,18 +57,20 @@ __all__ = ["StubRegion", "StoreTestTop", "stub_region_fn", "store_simulator"]
 
 MAX_REPORTED = 5
 QUIET_CYCLES = 300
-COUNTERS = ("store_drops", "store_drop_bytes", "header_errors", "misrouted", "store_used",
-            "store_peak")
+COUNTERS = ("store_drops", "store_drop_bytes", "header_errors", "misrouted", "stall_drops",
+            "stall_cuts", "store_used", "store_peak")
 
 
 class StubRegion(wiring.Component):
-    """A stand-in chain: in order, one packet out per packet in, byte 0 plus ``index + 1``."""
+    """A stand-in chain: in order, one packet out per packet in, byte 0 plus ``index + 1``.
+    While ``freeze`` is high it takes no beat and shows no new one (a stopped NT)."""
 
     def __init__(self, data_width, meta_layout, index, seed):
         self.index, self.seed = index, seed
         self.layout = packet_layout(data_width, meta_layout)
         sig = PacketSignature(data_width, meta_layout)
-        super().__init__({"i": In(sig), "o": Out(sig), "stall_level": In(8)})
+        super().__init__({"i": In(sig), "o": Out(sig), "stall_level": In(8),
+                          "freeze": In(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -82,8 +93,8 @@ class StubRegion(wiring.Component):
                              p.data)),
             beat.keep.eq(Mux(p.last & trim & p.keep[1], p.keep >> 1, p.keep)),
             q.w_data.eq(beat),
-            q.w_en.eq(self.i.valid & ~stall_in),
-            self.i.ready.eq(q.w_rdy & ~stall_in),
+            q.w_en.eq(self.i.valid & ~stall_in & ~self.freeze),
+            self.i.ready.eq(q.w_rdy & ~stall_in & ~self.freeze),
         ]
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += [first.eq(p.last), trim_reg.eq(trim)]
@@ -92,7 +103,7 @@ class StubRegion(wiring.Component):
         shown = Signal()
         show = Signal()
         m.d.comb += [
-            show.eq(q.r_rdy & (shown | ~stall_out)),
+            show.eq(q.r_rdy & (shown | (~stall_out & ~self.freeze))),
             self.o.valid.eq(show),
             self.o.p.eq(q.r_data),
             q.r_en.eq(show & self.o.ready),
@@ -110,9 +121,10 @@ def stub_region_fn(region, frame, beat_bytes):
 
 
 class StoreTestTop(wiring.Component):
-    def __init__(self, shape: NicShape, store_beats, region_fifo_beats, in_flight):
+    def __init__(self, shape: NicShape, store_beats, region_fifo_beats, in_flight,
+                 stall_cycles):
         self.shape = shape
-        self.args = store_beats, region_fifo_beats, in_flight
+        self.args = store_beats, region_fifo_beats, in_flight, stall_cycles
         self.user_layout = nic_layout(shape)
         w, user = shape.data_width, self.user_layout.size
         super().__init__({
@@ -120,6 +132,8 @@ class StoreTestTop(wiring.Component):
             "m_axis": Out(AxiStreamSignature(w, user)),
             "header_only": In(shape.regions),
             "stall_level": In(8),
+            "freeze": In(shape.regions),
+            "region_stalled": Out(shape.regions),
             **{name: Out(64) for name in COUNTERS},
             "region_cycles": Out(64 * shape.tenants),
             "region_busy": Out(64 * shape.regions),
@@ -144,9 +158,10 @@ class StoreTestTop(wiring.Component):
             m.submodules[f"region{r}"] = stub
             wiring.connect(m, store.to_region[r], stub.i)
             wiring.connect(m, stub.o, store.from_region[r])
-            m.d.comb += stub.stall_level.eq(self.stall_level)
+            m.d.comb += [stub.stall_level.eq(self.stall_level), stub.freeze.eq(self.freeze[r])]
         m.d.comb += [store.header_only.eq(self.header_only),
-                     self.region_empty.eq(store.region_empty)]
+                     self.region_empty.eq(store.region_empty),
+                     self.region_stalled.eq(store.region_stalled)]
         for name in COUNTERS:
             m.d.comb += getattr(self, name).eq(getattr(store, name))
         m.d.comb += [
@@ -161,21 +176,23 @@ class StoreTestTop(wiring.Component):
 
 
 def store_simulator(shape: NicShape, store_beats, region_fifo_beats, in_flight,
-                    progress=print):
+                    stall_cycles=1024, progress=print):
     """:class:`StoreTestTop` built (and cached) for cocotb; this file is part of the key."""
     from supernic.sim.build import build_simulator, generated_component
 
     name = (f"nic_store_w{shape.data_width}_r{shape.regions}_s{store_beats}"
-            f"_f{region_fifo_beats}_q{in_flight}")
+            f"_f{region_fifo_beats}_q{in_flight}_x{stall_cycles}")
     description = {
         "config": {"data_width": shape.data_width, "header_bytes": shape.header_bytes},
         "shape": asdict(shape), "store_beats": store_beats,
         "region_fifo_beats": region_fifo_beats, "in_flight": in_flight,
+        "stall_cycles": stall_cycles,
     }
     key = {**description,
            "bench": hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}
     paths = generated_component(
-        name, key, lambda: StoreTestTop(shape, store_beats, region_fifo_beats, in_flight),
+        name, key, lambda: StoreTestTop(shape, store_beats, region_fifo_beats, in_flight,
+                                        stall_cycles),
         description, progress=progress)
     return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress)
 
@@ -221,6 +238,7 @@ async def _read_state(dut, shape):
     state["region_in_flight"] = _split(int(dut.region_in_flight.value), 16, shape.regions)
     state["region_free"] = _split(int(dut.region_free.value), 16, shape.regions)
     state["region_empty"] = int(dut.region_empty.value)
+    state["region_stalled"] = int(dut.region_stalled.value)
     return state
 
 
@@ -241,6 +259,7 @@ async def random_traffic(dut):
     stall = _env("SNIC_STALL", 48, int)
     dut.header_only.value = header_only
     dut.stall_level.value = stall
+    dut.freeze.value = 0
     await start_and_reset(dut)
 
     model = PacketStoreModel(shape, store_beats,
@@ -361,6 +380,8 @@ async def random_traffic(dut):
     assert stats["dropped_bytes"] == state["store_drop_bytes"]
     assert misrouted == state["misrouted"]
     assert stats["header_errors"] == state["header_errors"]
+    # Random region stalls are short: the watchdog must not mistake them for a stopped region.
+    assert state["stall_drops"] == state["stall_cuts"] == state["region_stalled"] == 0
     assert state["store_used"] == 0
     assert state["region_in_flight"] == [0] * shape.regions
 
@@ -376,6 +397,7 @@ async def saturation(dut):
     header_only = _env("SNIC_HEADER_ONLY", 0, int)
     dut.header_only.value = header_only
     dut.stall_level.value = 0
+    dut.freeze.value = 0
     await start_and_reset(dut)
     layout = nic_layout(shape)
     hdr = decode(shape.meta_layout, 0)
@@ -410,3 +432,105 @@ async def saturation(dut):
     }
     _write_result(result)
     assert len(out_beats) + state["store_drops"] == n
+
+
+@cocotb.test()
+async def stalled_region(dut):
+    """A frozen region may not hold the input every region shares (see the module docstring).
+    Each phase ends once its frames are in and the output has been quiet for a while; one
+    that cannot finish (the input held for good) times out."""
+    design, shape = _design()
+    width, bb = shape.data_width, shape.beat_bytes
+    fifo = design["region_fifo_beats"]
+    dut.header_only.value = 0
+    dut.stall_level.value = 0
+    dut.freeze.value = 0b1   # region 0 is stopped from the start
+    await start_and_reset(dut)
+    layout = nic_layout(shape)
+    hdr = decode(shape.meta_layout, 0)
+    frames = {}
+
+    def packets(*plan):
+        beats = []
+        for seq, region, size in plan:
+            frame = bytes([(seq * 16) & 0xF0]) + bytes((seq + k) & 0xFF for k in range(size - 1))
+            frames[seq] = (region, frame)
+            tag = {"tenant": region, "port": 0, "seq": seq, "beats": beats_of(size, bb),
+                   "region": region}
+            beats += _packet_beats(frame, hdr, tag, layout, width)
+        return beats
+
+    got = []
+    harness = StreamHarness(dut, width)
+
+    def on_packet(data, first_user, last_user, nbeats):
+        last = decode(layout, last_user)
+        got.append((last["tag"]["seq"], last["tag"]["region"], data,
+                    last["hdr"]["flags"]["length_error"]))
+
+    async def phase(beats, n_in):
+        accepted = len(harness.packet_accept_cycles) + n_in
+        start = harness.cycles
+
+        def done():
+            quiet_since = max(harness.last_in_cycle or 0, harness.last_out_cycle or 0, start)
+            return (len(harness.packet_accept_cycles) == accepted
+                    and harness.cycles - quiet_since > QUIET_CYCLES)
+        await harness.run(beats, 1 << 30, pattern("none", None), pattern("none", None),
+                          max_cycles=20 * len(beats) + 20_000, on_packet=on_packet, stop=done)
+
+    # 1: a small packet for region 0, then one twice its buffer (it stops half-way in), two
+    # for region 1 behind it, and one more for region 0.
+    big = 2 * fifo * bb
+    await phase(packets((1, 0, 3 * bb), (2, 0, big), (3, 1, 5 * bb), (4, 1, bb), (5, 0, bb)), 5)
+    frozen = await _read_state(dut, shape)
+    passed = [seq for seq, *_ in got]
+    # 2: region 0 thaws: its packet from before the stall leaves, the cut one is discarded.
+    dut.freeze.value = 0
+    await phase([], 0)
+    thawed = await _read_state(dut, shape)
+    # 3: region 0 serves again.
+    await phase(packets((6, 0, 4 * bb)), 1)
+    served = await _read_state(dut, shape)
+
+    # 4: region 1 freezes once the first beat of packet 7 has left; packet 8 (region 0) is
+    # behind it on the output.
+    async def freeze_mid_packet():
+        while True:
+            await RisingEdge(dut.clk)
+            if (dut.m_axis__tvalid.value and dut.m_axis__tready.value
+                    and not dut.m_axis__tlast.value
+                    and decode(layout, int(dut.m_axis__tuser.value))["tag"]["seq"] == 7):
+                dut.freeze.value = 0b10
+                return
+    watcher = cocotb.start_soon(freeze_mid_packet())
+    await phase(packets((7, 1, 6 * bb), (8, 0, 2 * bb)), 2)
+    watcher.cancel()
+    cut = await _read_state(dut, shape)
+    # 5: region 1 thaws, the rest of packet 7 is discarded, and it serves again.
+    dut.freeze.value = 0
+    await phase([], 0)
+    await phase(packets((9, 1, 3 * bb)), 1)
+    state = await _read_state(dut, shape)
+    result = {"passed_while_frozen": passed, "frozen": frozen, "thawed": thawed,
+              "served": served, "cut": cut, "delivered": [seq for seq, *_ in got],
+              "final": state}
+    _write_result(result)
+    for seq, region, data, length_error in got:
+        want_region, frame = frames[seq]
+        want = stub_region_fn(region, frame, bb)
+        if seq == 7:   # cut short: whole beats of it, then one zero byte, flagged
+            assert region == 1 and data[-1] == 0 and (len(data) - 1) % bb == 0, data
+            assert 0 < len(data) - 1 < len(want) and data[:-1] == want[:len(data) - 1]
+            assert length_error == 1
+        else:
+            assert region == want_region and data == want and length_error == 0, seq
+    assert passed == [3, 4], result
+    assert frozen["stall_drops"] == 2 and frozen["region_stalled"] == 0b001, frozen
+    assert frozen["region_free"][0] == 0 and not frozen["region_empty"] & 1, frozen
+    assert thawed["region_stalled"] == 0 and thawed["region_in_flight"] == [0] * shape.regions
+    assert served["stall_cuts"] == 0 and served["region_free"] == [fifo] * shape.regions
+    assert cut["stall_cuts"] == 1 and cut["region_stalled"] == 0b010, cut
+    assert [seq for seq, *_ in got] == [3, 4, 1, 6, 7, 8, 9], result
+    assert state["stall_drops"] == 2 and state["stall_cuts"] == 1 and state["store_drops"] == 0
+    assert state["region_stalled"] == 0 and state["region_free"] == [fifo] * shape.regions

@@ -14,12 +14,13 @@ distribution and fairness over time, per tenant.
   fairness`` measures dominant shares over all three resources.
 - **Accounting**: every packet sent is delivered or counted: unmatched by a classifier,
   dropped at a full tenant queue or for a disabled tenant, dropped whole at a full packet
-  store, or dropped by an NT of the tenant's chain.
+  store, dropped because its region stopped taking beats (``stalled``), or dropped by an NT
+  of the tenant's chain.
 """
 
 import numpy as np
 
-__all__ = ["traffic_stats", "jain", "plot_stats", "account"]
+__all__ = ["traffic_stats", "jain", "plot_stats", "account", "ACCOUNT_DROPS"]
 
 PERCENTILES = (50, 90, 99)
 
@@ -32,8 +33,13 @@ def jain(values):
     return float(x.sum() ** 2 / (len(x) * (x ** 2).sum()))
 
 
+#: The ways a sent packet is accounted for, delivery first (:func:`account`).
+ACCOUNT_DROPS = ("delivered", "unmatched", "queue", "disabled", "store", "stalled", "nt")
+
+
 def account(record):
-    """``{"sent", "delivered", "unmatched", "queue", "disabled", "store", "nt", "balanced"}``
+    """``{"sent", "delivered", "unmatched", "queue", "disabled", "store", "stalled", "nt",
+    "balanced"}``
     from the record's counter changes; ``balanced`` is False when a packet is missing."""
     counters = record["counters"]
     tenants = counters.get("tenants") or {}
@@ -42,10 +48,11 @@ def account(record):
            "queue": sum(t.get("queue_drops", 0) for t in tenants.values()),
            "disabled": sum(t.get("disabled_drops", 0) for t in tenants.values()),
            "store": (counters.get("store") or {}).get("drops", 0),
+           "stalled": (counters.get("store") or {}).get("stall_drops", 0),
            "nt": sum(t.get("dropped", 0) for t in tenants.values())}
     counted_delivered = sum(t.get("delivered", 0) for t in tenants.values())
     out["balanced"] = (out["delivered"] == counted_delivered and out["sent"] == sum(
-        out[k] for k in ("delivered", "unmatched", "queue", "disabled", "store", "nt")))
+        out[k] for k in ACCOUNT_DROPS))
     return out
 
 
@@ -194,6 +201,7 @@ def render_stats(stats, console, title="tenants"):
     console.print(f"account: {a['sent']:,} sent = {a['delivered']:,} delivered + "
                   f"{a['unmatched']:,} unmatched + {a['queue']:,} queue full + "
                   f"{a['disabled']:,} disabled tenant + {a['store']:,} store full + "
+                  f"{a.get('stalled', 0):,} region stalled + "
                   f"{a['nt']:,} dropped by NTs: "
                   + ("[green]balanced[/]" if a["balanced"] else "[red]NOT balanced[/]"))
     f = stats["fairness"]

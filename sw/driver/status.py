@@ -11,7 +11,9 @@ design JSON describes the blocks it found, and reads:
   the ``egress`` block;
 - ``regions`` (NIC only): the active personality by name (from the design JSON's
   ``regions``), online, loads, packets in and out, and packets in flight from the ``store``;
-- ``store`` (NIC only): ``drops``, packets dropped whole because the packet store was full.
+- ``store`` (NIC only): ``drops``, packets dropped whole because the packet store was full,
+  and ``stall_drops``, packets dropped because their region stopped taking beats (the regions'
+  ``stalled`` says which is cut off now).
 
 A section whose blocks the design lacks (the parser-only design has no scheduler or regions)
 is ``None`` and named in ``absent``, with the reason, rather than failing.
@@ -129,6 +131,8 @@ async def read_status(bus, description):
 
     if regs.has("store", "drops"):
         status["store"] = {"drops": await regs.read("store", "drops")}
+        if regs.has("store", "stall_drops"):   # a build before the stall watchdog has none
+            status["store"]["stall_drops"] = await regs.read("store", "stall_drops")
 
     region_names = sorted((n for n in regs.blocks if n.startswith("region")
                            and n[len("region"):].isdigit()), key=lambda n: int(n[6:]))
@@ -145,6 +149,8 @@ async def read_status(bus, description):
             row["personality"] = (names[active] if active is not None and active < len(names)
                                   else None)
             row["in_flight"] = await regs.read("store", f"r{r}_in_flight")
+            if regs.has("store", f"r{r}_stalled"):
+                row["stalled"] = bool(await regs.read("store", f"r{r}_stalled"))
             # A link's primary (hw/nic/link.py): the branch region, while linked.
             if regs.has(name, "linked") and await regs.read(name, "linked"):
                 row["linked_to"] = await regs.read(name, "link_branch")
@@ -206,6 +212,8 @@ def render_status(status, console):
         table = Table(title="regions")
         keys = ("region", "personality", "online", "loads", "packets_in", "packets_out",
                 "in_flight")
+        if any("stalled" in row for row in status["regions"]):
+            keys += ("stalled",)
         if any("linked_to" in row for row in status["regions"]):
             keys += ("linked_to",)
         for key in keys:
@@ -213,5 +221,10 @@ def render_status(status, console):
         for row in status["regions"]:
             table.add_row(*[_cell(row.get(key)) for key in keys])
         console.print(table)
+    if status.get("store"):
+        store = status["store"]
+        console.print(f"store: {store['drops']:,} packets dropped (store full)"
+                      + (f", {store['stall_drops']:,} (region stalled)"
+                         if "stall_drops" in store else ""))
     for section, reason in status["absent"].items():
         console.print(f"{section}: absent ({reason})")

@@ -354,15 +354,18 @@ def _counter_delta(before, after):
         ports[str(a["port"])] = row
     store = None
     if before.get("store") and after.get("store"):
-        store = {"drops": after["store"]["drops"] - before["store"]["drops"]}
+        store = {k: after["store"][k] - before["store"][k] for k in after["store"]
+                 if k in before["store"]}
     return {"tenants": tenants, "ports": ports, "store": store}
 
 
 async def run_traffic(client, description, schedule, progress=None, chunk=20_000,
-                      quiet=500, stall_cycles=2_000_000, backpressure=0.0, seed=1):
+                      quiet=500, stall_cycles=2_000_000, backpressure=0.0, seed=1, events=()):
     """Push ``schedule`` (offer cycles relative to now), run the device until it has drained
     and pop what it delivered. ``progress(delivered, total, cycle)`` is called as it goes.
     ``backpressure``: the probability the output is not ready in a cycle, for this run.
+    ``events``: ``(cycle, coroutine function)`` pairs, each awaited once the run has reached
+    that cycle of the schedule (for example a region suspended mid-run).
     Raises :class:`TrafficError` if nothing moves for ``stall_cycles`` with packets queued."""
     from .client import SocketBus
     from .status import read_status
@@ -372,14 +375,14 @@ async def run_traffic(client, description, schedule, progress=None, chunk=20_000
     await client.set_backpressure(backpressure, seed)
     try:
         return await _run_traffic(client, bus, description, schedule, before, progress, chunk,
-                                  quiet, stall_cycles)
+                                  quiet, stall_cycles, sorted(events, key=lambda e: e[0]))
     finally:
         if backpressure:
             await client.set_backpressure(0.0)
 
 
 async def _run_traffic(client, bus, description, schedule, before, progress, chunk, quiet,
-                       stall_cycles):
+                       stall_cycles, events):
     from .status import read_status
     start = await client.cycle()
     # The first offer goes a few cycles from now, so the pushes (which take no cycles) are
@@ -391,14 +394,21 @@ async def _run_traffic(client, bus, description, schedule, before, progress, chu
     last_cycle, last_done, idle = start, 0, 0
     horizon = base + (max(schedule.at) if schedule.at else 0)
     step = 4096
+    events = [(base + at, fn) for at, fn in events]
+    cycle = start
     while True:
+        if events:   # stop at the next event's cycle
+            step = max(1, min(step, events[0][0] - cycle))
         state = await client.run_status(step)
         if state["delivered"]:
             out += await client.pop()
         cycle = state["cycle"]
         if progress:
             progress(len(out), len(schedule), cycle - start)
-        if not any(state["queued"]):
+        while events and cycle >= events[0][0]:
+            await events.pop(0)[1]()
+            cycle = await client.cycle()
+        if not any(state["queued"]) and not events:
             break
         done = len(schedule) - sum(state["queued"])
         if done == last_done and cycle > horizon:

@@ -22,9 +22,9 @@ share against the weighted-DRF ideal (:func:`ideal_shares`: progressive filling 
 resources with each tenant's own limits: half a port offered, its regions' time).
 
 ``fairness`` also measures hostile tenants on the design's own NIC (the default one unless
-``--config``): a malformed flood, 9,000-byte frames at line rate and a stalled chain next to
-well-behaved tenants, whose rates must stay within 5% of their fair share with nothing lost
-(``hostile`` in the JSON; :mod:`supernic.tools.hostile`).
+``--config``): a malformed flood, 9,000-byte frames at line rate, a chain suspended mid-run
+and a chain that stops dead mid-run next to well-behaved tenants, whose rates must stay within
+5% of their fair share with nothing lost (``hostile`` in the JSON; :mod:`supernic.tools.hostile`).
 
 ``scaling``: one tenant on the secure chain (region-bound), 1 to 4 instances: delivered beats a
 cycle for each count and the ratio to one instance (goal at least 0.95 x instances), first with

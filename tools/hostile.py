@@ -2,20 +2,26 @@
 ``hostile`` figures; issue 17).
 
 One tenant per chain the regions load at reset (four on the default NIC). The hostile tenant
-(the first whose region is under the state-yielding transform) has ingress port 0 to itself and offers it at line rate; the others share port 1,
-each offering a fixed fraction of line rate in mixed sizes, below what the NIC gives each of
-them, so a fair NIC delivers all they send. Four runs of the same length, the well-behaved
-tenants' frames identical in each (same flows, same seed):
+(the first whose region is under the state-yielding transform) has ingress port 0 to itself
+and offers it at line rate; the others share port 1, each offering a fixed fraction of line
+rate in mixed sizes, below what the NIC gives each of them, so a fair NIC delivers all they
+send. Five runs of the same length, the well-behaved tenants' frames identical in each (same
+flows, same seed):
 
 * ``baseline``: the hostile tenant behaves (mixed sizes at line rate): the fair share the
   others get when nobody misbehaves, which the other runs are measured against;
 * ``malformed_flood``: it sends only malformed frames (every kind the generator makes);
 * ``jumbo_line_rate``: it sends 9,000-byte frames at line rate;
-* ``stalled_chain``: it sends 9,000-byte frames at line rate and a quarter into the run its
-  region stops at once (``snic suspend --now``), so a frame larger than the region's buffer is
-  half-way in and holds the packet store's input every tenant shares: the store cuts it after
-  ``nic.stall_cycles`` and counts it (``stalled``). The region is resumed after the run, so
-  the packets it held leave then.
+* ``suspended_chain``: it sends large frames at line rate (9,000 bytes, or half its queue if
+  that is less, so that they are not all queue drops) and a quarter into the run its region
+  is suspended (``snic suspend --now``; a region with the boundary state port drains to a
+  packet boundary first), then resumed after the run, so the packets it held leave then;
+* ``stalled_chain``: the same frames, and a quarter into the run its chain stops dead, as a
+  hung NT would (the region's ``inject_stall`` register: no beat taken or offered, and the
+  scheduler not told). A frame larger than the region's buffer half-way in holds the packet
+  store's input every tenant shares, one half-way out holds its output; the store cuts them
+  after ``nic.stall_cycles`` (counted: ``stalled`` in the account, ``stall_cuts``). The chain
+  runs on after the run, so the packets it held leave then.
 
 Per well-behaved tenant and run: frames sent and delivered, delivered bytes per cycle and
 their ratio to the baseline (goal at least 0.95), and frames lost (queue, store and disabled
@@ -30,14 +36,16 @@ from pathlib import Path
 
 __all__ = ["hostile_bench", "hostile_show", "SCENARIOS", "WELL_BEHAVED_RATE"]
 
-SCENARIOS = ("baseline", "malformed_flood", "jumbo_line_rate", "stalled_chain")
+SCENARIOS = ("baseline", "malformed_flood", "jumbo_line_rate", "suspended_chain",
+             "stalled_chain")
 #: Each well-behaved tenant's offered load, a fraction of its port's line rate.
 WELL_BEHAVED_RATE = 0.12
 _HOSTILE_FLOW = {
     "baseline": "size=200-1500",
     "malformed_flood": "size=200-1500,malformed=1.0",
     "jumbo_line_rate": "size=9000",
-    "stalled_chain": "size=9000",
+    "suspended_chain": "size={large}",
+    "stalled_chain": "size={large}",
 }
 
 
@@ -73,9 +81,12 @@ def _hostile(description, chains):
 async def _scenario(client, description, work, name, cycles, seed, progress):
     from ..driver.client import SocketBus
     from ..driver.control import ControlPlane
+    from ..driver.discovery import read_register, write_register
     from ..driver.state import RegionState
     from ..driver.stats import ACCOUNT_DROPS, account
-    from ..driver.traffic import make_schedule, parse_flow, run_traffic
+    from ..driver.client import DeviceError
+    from ..driver.status import read_status
+    from ..driver.traffic import TrafficError, make_schedule, parse_flow, run_traffic
     from ..sim.vdev.bench import _deploy_tenants, _tenant_chains
 
     chains = _tenant_chains(description)
@@ -85,29 +96,62 @@ async def _scenario(client, description, work, name, cycles, seed, progress):
     hostile = _hostile(description, chains)
     others = [t for t in sorted(targets) if t != hostile]
     cfg = description["config"]
-    flows = [parse_flow(f"tenant={hostile},rate=1.0,port=0,flows=64,{_HOSTILE_FLOW[name]}")]
+    # A frame larger than half the tenant's queue is mostly dropped there (the queue holds
+    # whole packets), so it would never reach a region.
+    large = min(9000, cfg["queue_beats"] * cfg["data_width"] // 16)
+    hostile_flow = _HOSTILE_FLOW[name].format(large=large)
+    flows = [parse_flow(f"tenant={hostile},rate=1.0,port=0,flows=64,{hostile_flow}")]
     flows += [parse_flow(f"tenant={t},rate={WELL_BEHAVED_RATE},port=1,flows=64,size=200-1500")
               for t in others]
     # The well-behaved flows are seeded by their own index in make_schedule, so they are the
     # same frames in every scenario.
     schedule = make_schedule(flows, targets, cfg["data_width"], cfg["ports"], cycles=cycles,
                              seed=seed, header_bytes=cfg["header_bytes"])
-    region = None
-    if name == "stalled_chain":
-        if f"region{chains[hostile][0]}" not in (description.get("state_maps") or {}):
+    stop = release = None
+    block = f"region{chains[hostile][0]}"
+    if name == "suspended_chain":
+        if block not in (description.get("state_maps") or {}):
             return {"skipped": "no region of the design is under the state-yielding "
                                "transform, so none can be suspended"}
         region = RegionState(SocketBus(client), description, chains[hostile][0],
                              wait=lambda: client.run(256))
+        stop, release = (lambda: region.suspend(at_boundary=False)), region.resume
+    elif name == "stalled_chain":
+        regmap, bus = description["registers"], SocketBus(client)
+
+        async def stop():
+            await write_register(bus, regmap, block, "inject_stall", 1)
+
+        async def release():
+            await write_register(bus, regmap, block, "inject_stall", 0)
     progress(f"hostile tenants: {name}, {len(schedule):,} frames over {cycles:,} cycles...")
-    events = [(cycles // 4, lambda: region.suspend(at_boundary=False))] if region else []
-    run = await run_traffic(client, description, schedule, events=events)
+    events = [(cycles // 4, stop)] if stop else []
+    before = await read_status(SocketBus(client), description)
+    try:
+        run = await run_traffic(client, description, schedule, events=events,
+                                drain_cycles=4 * cycles)
+    except (TrafficError, DeviceError) as e:
+        # A NIC that one tenant can stop: the others' packets never all come out. What did,
+        # per tenant, from the egress counters.
+        after = await read_status(SocketBus(client), description)
+        sent = {t: schedule.tenants.count(t) for t in [hostile, *others]}
+        return {"hang": str(e), "tenants": {str(a["tenant"]): {
+            "role": "hostile" if a["tenant"] == hostile else "well-behaved",
+            "sent": sent[a["tenant"]], "delivered": a["delivered"] - b["delivered"]}
+            for b, a in zip(before["tenants"], after["tenants"]) if a["tenant"] in sent}}
     held = None
-    if region is not None:
-        await region.resume()
+    if release is not None:
+        before = await read_register(SocketBus(client), description["registers"], "store",
+                                     "stall_drops")
+        await release()
         await client.drain(quiet=500)
         late = await client.pop()
         held = len(late)
+        # A packet cut going in comes back after the release and is discarded, so it is
+        # counted once, when it was cut; nothing may be cut after the run.
+        after = await read_register(SocketBus(client), description["registers"], "store",
+                                    "stall_drops")
+        held_cut = after - before
     record = run.to_json()
     tenants = _per_tenant(record, [hostile, *others], cycles)
     counters = record["counters"]["tenants"]
@@ -124,11 +168,13 @@ async def _scenario(client, description, work, name, cycles, seed, progress):
             "lost": got["sent"] - got["delivered"] - nt_drops,
             "bytes_per_cycle": round(got["window_bytes"] / cycles, 4)}
     if held is not None:
-        # The packets the suspended chain held stay in its region until resume: they complete
-        # the account afterwards.
+        # The packets the stopped chain held stay in its region until it runs on: they
+        # complete the account afterwards.
         row["held_then_delivered"] = held
+        row["stall_cuts"] = record["counters"]["store"].get("stall_cuts", 0)
         acc = row["account"]
-        acc["balanced"] = acc["sent"] == held + sum(acc[k] for k in ACCOUNT_DROPS)
+        acc["balanced"] = held_cut == 0 and acc["sent"] == held + sum(
+            acc[k] for k in ACCOUNT_DROPS)
     return row
 
 
@@ -166,15 +212,20 @@ def hostile_bench(config, cycles=200_000, seed=7, progress=print, scenarios=SCEN
         for t, r in row.get("tenants", {}).items():
             if r["role"] != "well-behaved":
                 continue
+            if "hang" in row:
+                lost += r["sent"] - r["delivered"]
+                continue
             ratio = r["bytes_per_cycle"] / max(base[t]["bytes_per_cycle"], 1e-12)
             r["to_fair_share"] = round(ratio, 4)
             lost += r["lost"]
             worst = ratio if worst is None else min(worst, ratio)
     figures["worst_to_fair_share"] = round(worst, 4)
     figures["well_behaved_lost"] = lost
+    figures["hangs"] = [name for name, row in figures["scenarios"].items() if "hang" in row]
     figures["balanced"] = all(row["account"]["balanced"]
                               for row in figures["scenarios"].values() if "account" in row)
-    figures["goal_met"] = worst >= 0.95 and lost == 0 and figures["balanced"]
+    figures["goal_met"] = (worst >= 0.95 and lost == 0 and figures["balanced"]
+                           and not figures["hangs"])
     figures["seconds"] = round(time.monotonic() - t0, 1)
     return figures
 
@@ -192,6 +243,12 @@ def hostile_show(figures, console):
         if "skipped" in row:
             table.add_row(name, "-", row["skipped"], *[""] * 6)
             continue
+        if "hang" in row:
+            table.add_row(name, "-", f"[red]hang: {row['hang']}[/red]", *[""] * 6)
+            for t, r in row["tenants"].items():
+                table.add_row("", f"{t} ({r['role']})", "", f"{r['sent']:,}",
+                              f"{r['delivered']:,}", *[""] * 4)
+            continue
         for t, r in row["tenants"].items():
             table.add_row(name, f"{t} ({r['role']})", r["chain"], f"{r['sent']:,}",
                           f"{r['delivered']:,}", f"{r['nt_drops']:,}", f"{r['lost']:,}",
@@ -199,6 +256,11 @@ def hostile_show(figures, console):
                           f"{r['to_fair_share']:.3f}" if "to_fair_share" in r else "")
             name = ""
     console.print(table)
+    for name, row in figures["scenarios"].items():
+        if "held_then_delivered" in row:
+            console.print(f"{name}: {row['held_then_delivered']} packets held, delivered after "
+                          f"the run; {row['account']['stalled']} cut going in (dropped), "
+                          f"{row['stall_cuts']} cut coming out (left cut short)")
     console.print(f"worst well-behaved rate to fair share {figures['worst_to_fair_share']:.3f}, "
                   f"well-behaved frames lost {figures['well_behaved_lost']}, every account "
                   f"{'balanced' if figures['balanced'] else 'NOT balanced'}: goal "

@@ -87,7 +87,8 @@ def link_registers(branch):
 
 def region_block(index, personalities, yieldable=False, link_branch=None):
     # 1.1: the link registers. 2.0: the state port moves on by itself (access strobes).
-    return RegisterBlock(f"region{index}", REGION_TYPE, 0x0002_0000, [
+    # 2.1: inject_stall.
+    return RegisterBlock(f"region{index}", REGION_TYPE, 0x0002_0001, [
         Register("personalities", 8, R, doc="Number of chain personalities built in"),
         Register("active", 8, R, doc="Personality loaded now"),
         Register("online", 1, R, doc="1 when the region takes packets (not reconfiguring)"),
@@ -100,6 +101,10 @@ def region_block(index, personalities, yieldable=False, link_branch=None):
         Register("packets_in", 64, R, doc="Packets that entered the region"),
         Register("packets_out", 64, R, doc="Packets that left the region"),
         Register("offline_cycles", 64, R, doc="Cycles spent offline (draining or loading)"),
+        Register("inject_stall", 1, RW,
+                 doc="Fault injection: 1 makes the chain stop dead (no beat taken or offered, "
+                     "and the scheduler is not told), to check that a stalled chain costs "
+                     "the other tenants nothing; 0 lets it run on"),
         *(STATE_REGISTERS if yieldable else ()),
         *(link_registers(link_branch) if link_branch is not None else ()),
     ], doc="Region: " + ", ".join(s.name for s in personalities))
@@ -213,15 +218,23 @@ class Region(wiring.Component):
         accepting = Signal()
         m.d.comb += accepting.eq(online | mid_in)
 
+        # An injected stall (``inject_stall``) stops the chain as a hung NT would, mid-packet
+        # or not, without taking it offline; a beat already offered still waits to be taken
+        # (the stream contract: valid holds until taken).
+        offered = Signal()   # a beat was offered on ``o`` last cycle and not taken
+        m.d.sync += offered.eq(self.o.valid & ~self.o.ready)
+        moving_in, moving_out = Signal(), Signal()
+        m.d.comb += [moving_in.eq(accepting & ~csr.inject_stall),
+                     moving_out.eq(~csr.inject_stall | offered)]
         for k, graph in enumerate(self.graphs):
             with m.If(active == k):
                 m.d.comb += [
                     graph.i.p.eq(self.i.p),
-                    graph.i.valid.eq(self.i.valid & accepting),
-                    self.i.ready.eq(graph.i.ready & accepting),
+                    graph.i.valid.eq(self.i.valid & moving_in),
+                    self.i.ready.eq(graph.i.ready & moving_in),
                     self.o.p.eq(graph.o.p),
-                    self.o.valid.eq(graph.o.valid),
-                    graph.o.ready.eq(self.o.ready),
+                    self.o.valid.eq(graph.o.valid & moving_out),
+                    graph.o.ready.eq(self.o.ready & moving_out),
                 ]
 
         # A region asked to stop (``snic suspend``, a migration, a context switch) gets no

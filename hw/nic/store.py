@@ -237,6 +237,7 @@ class PacketStore(wiring.Component):
         prev_valid = Signal()                  # a payload beat of this packet was stored...
         prev_slot = Signal(slot_bits)          # ... here; its next pointer is still unwritten
         pkt_stall = Signal()                   # dropped for a stalled region (or cut)
+        pkt_silent = Signal()                  # cut after it began to leave: not a drop
         # Stall watchdog state, per region (see the module docstring).
         stalled = Signal(n_regions)            # packets for the region are dropped
         owe_end = Signal(n_regions)            # a cut packet still needs its last beat
@@ -383,7 +384,8 @@ class PacketStore(wiring.Component):
                 pkt_index.eq(Mux(index == hbeats, hbeats, index + 1)),
             ]
             with m.If(first):
-                m.d.sync += [pkt_misrouted.eq(misrouted), pkt_stall.eq(stalled_first)]
+                m.d.sync += [pkt_misrouted.eq(misrouted), pkt_stall.eq(stalled_first),
+                             pkt_silent.eq(0)]
             with m.If(store_write):
                 m.d.sync += [prev_valid.eq(~word_end), prev_slot.eq(free_head)]
             with m.Elif(first):
@@ -397,7 +399,9 @@ class PacketStore(wiring.Component):
         keep_bytes = Signal(range(bb + 1))
         m.d.comb += keep_bytes.eq(sum(self.i.p.keep))
         drop_tenant = Signal(shape.tenant_bits)
-        with m.If(take & drop):
+        # The rest of a packet cut after it began to leave is dropped uncounted: the packet
+        # leaves (cut short) and is counted as a stall cut.
+        with m.If(take & drop & ~(~first & pkt_silent)):
             with m.If(~is_misrouted & ~is_stall):
                 m.d.sync += self.store_drop_bytes.eq(self.store_drop_bytes + keep_bytes)
             with m.If(self.i.p.last):
@@ -609,11 +613,14 @@ class PacketStore(wiring.Component):
             m.d.sync += avail[r].eq(avail[r] + Mux(region == r, settled, 0)
                                     - (issue & (cur == r)))
 
-        # --- Stall watchdog: a region may not hold the shared input forever ----------------
+        # --- Stall watchdogs: a region may hold the shared input or output only a while ------
         m.d.comb += self.region_stalled.eq(stalled)
+        cut_counted = Signal(n_regions)   # the region's packet on ``o`` is already a stall cut
         for r in range(n_regions):
             with m.If(((header_take & sel.last) | cut_take) & discard_cur & (cur == r)):
                 m.d.sync += discard_pending[r].eq(0)
+            with m.If(packet_done & (cur == r)):
+                m.d.sync += cut_counted[r].eq(0)
             with m.If(~owe_end[r] & ~discard_pending[r] & ~skip_rest[r]
                       & (side_q[r].level == 0)):
                 m.d.sync += stalled[r].eq(0)
@@ -621,68 +628,79 @@ class PacketStore(wiring.Component):
                 m.d.sync += owe_end[r].eq(0)
             with m.If(self.from_region[r].valid & self.from_region[r].p.last & skip_rest[r]):
                 m.d.sync += skip_rest[r].eq(0)
-        if self.stall_cycles:
-            self._output_watchdog(m, cur, busy, in_header_phase, sel_valid, cutting, skip_rest,
-                                  stalled, discard_cur, region, first, drop)
-            stuck = Signal(range(self.stall_cycles))
-            waiting = Signal()   # ``i`` waits on the region (a header part never counts)
-            moved = Signal()     # the region took a beat in or gave one out
-            blocked = Signal()   # the region's output waits for ``o``: backpressure, not a stall
-            fire = Signal()
-            took_in = Array(Signal(name=f"took_in{r}") for r in range(n_regions))
-            gave_out = Array(Signal(name=f"gave_out{r}") for r in range(n_regions))
-            out_waits = Array(Signal(name=f"out_waits{r}") for r in range(n_regions))
-            for r in range(n_regions):
-                into, outof = self.to_region[r], self.from_region[r]
-                m.d.comb += [took_in[r].eq(into.valid & into.ready),
-                             gave_out[r].eq(outof.valid & outof.ready),
-                             out_waits[r].eq(outof.valid & ~outof.ready)]
-            m.d.comb += [
-                waiting.eq(self.i.valid & ~self.i.ready & ~drop & (first | ~header_only)),
-                moved.eq(took_in[region] | gave_out[region]),
-                blocked.eq(out_waits[region]),
-                fire.eq(waiting & ~moved & ~blocked & (stuck == self.stall_cycles - 1)),
-            ]
-            with m.If(~waiting | moved | fire):
-                m.d.sync += stuck.eq(0)
-            with m.Elif(~blocked):
-                m.d.sync += stuck.eq(stuck + 1)
-            with m.If(fire):
-                # A first beat is dropped whole next cycle (its region now reads stalled);
-                # a packet under way is cut.
-                with m.If(~first):
-                    m.d.sync += [pkt_drop.eq(1), pkt_stall.eq(1)]
-                for r in range(n_regions):
-                    with m.If(region == r):
-                        m.d.sync += stalled[r].eq(1)
-                        with m.If(~first):
-                            m.d.sync += [owe_end[r].eq(1), discard_pending[r].eq(1)]
-        return m
+        if not self.stall_cycles:
+            return m
 
-    def _output_watchdog(self, m, cur, busy, in_header_phase, sel_valid, cutting, skip_rest,
-                         stalled, discard_cur, region, first, drop):
-        """A region that stops giving beats in the middle of a packet would hold ``o``, which
-        every region shares: after ``stall_cycles`` without a beat the packet is ended with a
-        flagged last beat, the rest of it is discarded as it comes, and the region is stalled.
-        Cycles in which the packet's own beats are still coming in on ``i`` do not count (the
-        region may be waiting for them)."""
-        stuck = Signal(range(self.stall_cycles), name="out_stuck")
-        waiting = Signal(name="out_waiting")
-        fire = Signal(name="out_fire")
-        feeding = Signal(name="out_feeding")   # ``i`` is inside a packet for the region
+        # Input: ``i`` waits on a region that takes no beat (and whose output is not merely
+        # waiting for ``o``, the NIC's backpressure). A header part never counts.
+        in_stuck = Signal(range(self.stall_cycles))
+        in_waiting = Signal()
+        moved = Signal()      # the region took a beat in or gave one out
+        blocked = Signal()    # the region's output waits for ``o``
+        in_fire = Signal()
+        # The cut packet has begun to leave on ``o`` (the region passes beats through): it
+        # cannot be discarded any more, so it leaves cut short like an output cut.
+        on_output = Signal()
+        took_in = Array(Signal(name=f"took_in{r}") for r in range(n_regions))
+        gave_out = Array(Signal(name=f"gave_out{r}") for r in range(n_regions))
+        out_waits = Array(Signal(name=f"out_waits{r}") for r in range(n_regions))
+        only_entry = Array(Signal(name=f"only_entry{r}") for r in range(n_regions))
+        for r in range(n_regions):
+            into, outof = self.to_region[r], self.from_region[r]
+            m.d.comb += [took_in[r].eq(into.valid & into.ready),
+                         gave_out[r].eq(outof.valid & outof.ready),
+                         out_waits[r].eq(outof.valid & ~outof.ready),
+                         only_entry[r].eq(side_q[r].level == 1)]
+        m.d.comb += [
+            in_waiting.eq(self.i.valid & ~self.i.ready & ~drop & (first | ~header_only)),
+            moved.eq(took_in[region] | gave_out[region]),
+            blocked.eq(out_waits[region]),
+            in_fire.eq(in_waiting & ~moved & ~blocked & (in_stuck == self.stall_cycles - 1)),
+            on_output.eq(~first & busy & (cur == region) & only_entry[region]),
+        ]
+        with m.If(~in_waiting | moved | in_fire):
+            m.d.sync += in_stuck.eq(0)
+        with m.Elif(~blocked):
+            m.d.sync += in_stuck.eq(in_stuck + 1)
+        with m.If(in_fire):
+            # A first beat is dropped whole next cycle (its region now reads stalled); a
+            # packet under way is cut: counted as a stall drop and discarded when it comes
+            # back, or, if it has begun to leave, let leave cut short and counted as a cut.
+            with m.If(~first):
+                m.d.sync += [pkt_drop.eq(1), pkt_stall.eq(~on_output),
+                             pkt_silent.eq(on_output)]
+            for r in range(n_regions):
+                with m.If(region == r):
+                    m.d.sync += stalled[r].eq(1)
+                    with m.If(~first):
+                        m.d.sync += [owe_end[r].eq(1), discard_pending[r].eq(~on_output)]
+                    with m.If(on_output):
+                        m.d.sync += cut_counted[r].eq(1)
+
+        # Output: the region being served stops giving beats half-way through a packet.
+        # Cycles in which that packet's own beats are still coming in on ``i`` do not count
+        # (the region may be waiting for them); the input watchdog sees to those.
+        out_stuck = Signal(range(self.stall_cycles))
+        out_waiting = Signal()
+        out_fire = Signal()
+        feeding = Signal()   # ``i`` is inside a packet for the region being served
+        cut_counted_cur = Signal()
         m.d.comb += [
             feeding.eq(~first & ~drop & (region == cur)),
-            waiting.eq(in_header_phase & busy & ~cutting & ~sel_valid & ~feeding),
-            fire.eq(waiting & (stuck == self.stall_cycles - 1)),
+            out_waiting.eq(in_header_phase & busy & ~cutting & ~sel_valid & ~feeding),
+            out_fire.eq(out_waiting & (out_stuck == self.stall_cycles - 1)),
+            cut_counted_cur.eq(cut_counted.bit_select(cur, 1)),
         ]
-        with m.If(~waiting | fire):
-            m.d.sync += stuck.eq(0)
+        with m.If(~out_waiting | out_fire):
+            m.d.sync += out_stuck.eq(0)
         with m.Else():
-            m.d.sync += stuck.eq(stuck + 1)
-        with m.If(fire):
+            m.d.sync += out_stuck.eq(out_stuck + 1)
+        with m.If(out_fire):
             m.d.sync += cutting.eq(1)
-            with m.If(~discard_cur):
-                m.d.sync += self.stall_cuts.eq(self.stall_cuts + 1)
-            for r in range(self.shape.regions):
+            for r in range(n_regions):
                 with m.If(cur == r):
                     m.d.sync += [skip_rest[r].eq(1), stalled[r].eq(1)]
+        # A packet cut going in (discarded) or already counted is not counted again.
+        m.d.sync += self.stall_cuts.eq(self.stall_cuts + (in_fire & on_output)
+                                       + (out_fire & ~discard_cur & ~cut_counted_cur))
+        return m

@@ -98,6 +98,9 @@ def store_block(shape):
         Register("stall_drops", 64, R,
                  doc="Packets dropped because their region stopped taking beats (cut, or "
                      "sent to it while it was stalled)"),
+        Register("stall_cuts", 64, R,
+                 doc="Packets that left cut short (last beat flagged length_error): their "
+                     "region stopped giving beats half-way through them"),
         Register("used", 32, R, doc="Payload beats held now"),
         Register("peak", 32, R, doc="Most payload beats ever held"),
     ]
@@ -245,6 +248,7 @@ class MultiTenantNic(wiring.Component):
             csr.field("store", "drops").eq(store.store_drops),
             csr.field("store", "drop_bytes").eq(store.store_drop_bytes),
             csr.field("store", "stall_drops").eq(store.stall_drops),
+            csr.field("store", "stall_cuts").eq(store.stall_cuts),
             csr.field("store", "used").eq(store.store_used),
             csr.field("store", "peak").eq(store.store_peak),
         ]

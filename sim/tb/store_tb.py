@@ -493,17 +493,19 @@ async def stalled_region(dut):
     await phase(packets((6, 0, 4 * bb)), 1)
     served = await _read_state(dut, shape)
 
-    # 4: region 1 freezes once the first beat of packet 7 has left; packet 8 (region 0) is
-    # behind it on the output.
-    async def freeze_mid_packet():
+    async def freeze_mid_packet(seq):
+        """Region 1 freezes once the first beat of packet ``seq`` has left."""
         while True:
             await RisingEdge(dut.clk)
             if (dut.m_axis__tvalid.value and dut.m_axis__tready.value
                     and not dut.m_axis__tlast.value
-                    and decode(layout, int(dut.m_axis__tuser.value))["tag"]["seq"] == 7):
+                    and decode(layout, int(dut.m_axis__tuser.value))["tag"]["seq"] == seq):
                 dut.freeze.value = 0b10
                 return
-    watcher = cocotb.start_soon(freeze_mid_packet())
+
+    # 4: region 1 freezes half-way through giving packet 7 back (all of it went in); packet 8
+    # (region 0) is behind it on the output.
+    watcher = cocotb.start_soon(freeze_mid_packet(7))
     await phase(packets((7, 1, 6 * bb), (8, 0, 2 * bb)), 2)
     watcher.cancel()
     cut = await _read_state(dut, shape)
@@ -511,15 +513,26 @@ async def stalled_region(dut):
     dut.freeze.value = 0
     await phase([], 0)
     await phase(packets((9, 1, 3 * bb)), 1)
+    # 6: the same with packet 10 twice region 1's buffer, so it is half-way in as well as
+    # half-way out (the region passes beats through): cut going in, it cannot be discarded
+    # (it has begun to leave), so it too leaves cut short, counted once, as a cut.
+    watcher = cocotb.start_soon(freeze_mid_packet(10))
+    await phase(packets((10, 1, big), (11, 0, 2 * bb)), 2)
+    watcher.cancel()
+    cut_both = await _read_state(dut, shape)
+    dut.freeze.value = 0
+    await phase([], 0)
+    await phase(packets((12, 1, 3 * bb)), 1)
     state = await _read_state(dut, shape)
     result = {"passed_while_frozen": passed, "frozen": frozen, "thawed": thawed,
-              "served": served, "cut": cut, "delivered": [seq for seq, *_ in got],
+              "served": served, "cut": cut, "cut_both": cut_both,
+              "delivered": [seq for seq, *_ in got],
               "final": state}
     _write_result(result)
     for seq, region, data, length_error in got:
         want_region, frame = frames[seq]
         want = stub_region_fn(region, frame, bb)
-        if seq == 7:   # cut short: whole beats of it, then one zero byte, flagged
+        if seq in (7, 10):   # cut short: whole beats of it, then one zero byte, flagged
             assert region == 1 and data[-1] == 0 and (len(data) - 1) % bb == 0, data
             assert 0 < len(data) - 1 < len(want) and data[:-1] == want[:len(data) - 1]
             assert length_error == 1
@@ -531,6 +544,8 @@ async def stalled_region(dut):
     assert thawed["region_stalled"] == 0 and thawed["region_in_flight"] == [0] * shape.regions
     assert served["stall_cuts"] == 0 and served["region_free"] == [fifo] * shape.regions
     assert cut["stall_cuts"] == 1 and cut["region_stalled"] == 0b010, cut
-    assert [seq for seq, *_ in got] == [3, 4, 1, 6, 7, 8, 9], result
-    assert state["stall_drops"] == 2 and state["stall_cuts"] == 1 and state["store_drops"] == 0
+    assert cut_both["stall_cuts"] == 2 and cut_both["stall_drops"] == 2, cut_both
+    assert cut_both["region_stalled"] == 0b010, cut_both
+    assert [seq for seq, *_ in got] == [3, 4, 1, 6, 7, 8, 9, 10, 11, 12], result
+    assert state["stall_drops"] == 2 and state["stall_cuts"] == 2 and state["store_drops"] == 0
     assert state["region_stalled"] == 0 and state["region_free"] == [fifo] * shape.regions

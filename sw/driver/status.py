@@ -12,8 +12,9 @@ design JSON describes the blocks it found, and reads:
 - ``regions`` (NIC only): the active personality by name (from the design JSON's
   ``regions``), online, loads, packets in and out, and packets in flight from the ``store``;
 - ``store`` (NIC only): ``drops``, packets dropped whole because the packet store was full,
-  and ``stall_drops``, packets dropped because their region stopped taking beats (the regions'
-  ``stalled`` says which is cut off now).
+  ``stall_drops``, packets dropped because their region stopped taking beats, and
+  ``stall_cuts``, packets that left cut short because their region stopped giving beats (the
+  regions' ``stalled`` says which is cut off now).
 
 A section whose blocks the design lacks (the parser-only design has no scheduler or regions)
 is ``None`` and named in ``absent``, with the reason, rather than failing.
@@ -132,7 +133,7 @@ async def read_status(bus, description):
     if regs.has("store", "drops"):
         status["store"] = {"drops": await regs.read("store", "drops")}
         if regs.has("store", "stall_drops"):   # a build before the stall watchdog has none
-            status["store"]["stall_drops"] = await regs.read("store", "stall_drops")
+            status["store"].update(await regs.read_many("store", ("stall_drops", "stall_cuts")))
 
     region_names = sorted((n for n in regs.blocks if n.startswith("region")
                            and n[len("region"):].isdigit()), key=lambda n: int(n[6:]))
@@ -224,7 +225,8 @@ def render_status(status, console):
     if status.get("store"):
         store = status["store"]
         console.print(f"store: {store['drops']:,} packets dropped (store full)"
-                      + (f", {store['stall_drops']:,} (region stalled)"
+                      + (f", {store['stall_drops']:,} (region stalled); "
+                         f"{store['stall_cuts']:,} left cut short (region stalled)"
                          if "stall_drops" in store else ""))
     for section, reason in status["absent"].items():
         console.print(f"{section}: absent ({reason})")

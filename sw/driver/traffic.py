@@ -360,13 +360,16 @@ def _counter_delta(before, after):
 
 
 async def run_traffic(client, description, schedule, progress=None, chunk=20_000,
-                      quiet=500, stall_cycles=2_000_000, backpressure=0.0, seed=1, events=()):
+                      quiet=500, stall_cycles=2_000_000, backpressure=0.0, seed=1, events=(),
+                      drain_cycles=10_000_000):
     """Push ``schedule`` (offer cycles relative to now), run the device until it has drained
     and pop what it delivered. ``progress(delivered, total, cycle)`` is called as it goes.
     ``backpressure``: the probability the output is not ready in a cycle, for this run.
     ``events``: ``(cycle, coroutine function)`` pairs, each awaited once the run has reached
     that cycle of the schedule (for example a region suspended mid-run).
-    Raises :class:`TrafficError` if nothing moves for ``stall_cycles`` with packets queued."""
+    Raises :class:`TrafficError` if nothing moves for ``stall_cycles`` with packets queued, and
+    :class:`~supernic.driver.client.DeviceError` if the device has not drained
+    ``drain_cycles`` after the last packet went in."""
     from .client import SocketBus
     from .status import read_status
 
@@ -375,14 +378,15 @@ async def run_traffic(client, description, schedule, progress=None, chunk=20_000
     await client.set_backpressure(backpressure, seed)
     try:
         return await _run_traffic(client, bus, description, schedule, before, progress, chunk,
-                                  quiet, stall_cycles, sorted(events, key=lambda e: e[0]))
+                                  quiet, stall_cycles, sorted(events, key=lambda e: e[0]),
+                                  drain_cycles)
     finally:
         if backpressure:
             await client.set_backpressure(0.0)
 
 
 async def _run_traffic(client, bus, description, schedule, before, progress, chunk, quiet,
-                       stall_cycles, events):
+                       stall_cycles, events, drain_cycles):
     from .status import read_status
     start = await client.cycle()
     # The first offer goes a few cycles from now, so the pushes (which take no cycles) are
@@ -422,7 +426,7 @@ async def _run_traffic(client, bus, description, schedule, before, progress, chu
         # Long steps while packets are still being offered; short ones once they all have
         # been, so the run stops soon after the last packet went in.
         step = max(4096, min(262_144, horizon - cycle)) if cycle < horizon else 4096
-    await client.drain(quiet=quiet)
+    await client.drain(quiet=quiet, max_cycles=drain_cycles)
     out += await client.pop()
     end = await client.cycle()
     if progress:

@@ -30,18 +30,24 @@ Contract of :class:`PacketStore`:
   tells that buffer is empty; both read 0 while the side FIFO (``in_flight`` packets) or the
   buffer's packet-metadata FIFO is full, or while the region is stalled. The scheduler uses
   them so that ``i`` rarely waits.
-* ``i`` is shared by every tenant, so a region that stops taking beats may hold it only for a
-  while (``stall_cycles``; 0 turns the watchdog off). A packet larger than the region's buffer
-  that the scheduler admitted into the empty region waits on ``i`` until the region takes its
-  beats; if the region takes none for ``stall_cycles`` consecutive cycles (cycles in which the
-  region's output waits for ``o`` do not count: that is the NIC's backpressure, not the
-  region's stall) the region is *stalled*: the rest of the packet is dropped, the region gets
-  a last beat (one zero byte, ``length_error``) when its buffer has room, so it sees a whole
-  packet, and that packet is discarded when it comes back. The packet is counted in
-  ``stall_drops`` (and strobes ``drop_valid``). Packets for a stalled region that reach ``i``
-  are dropped whole and counted there too; ``region_stalled[r]`` stays set until the region
-  has given back every packet it held, the cut one included. A header-only packet's header
-  part is never cut (it is at most ``H`` beats, which fit an empty buffer).
+* ``i`` and ``o`` are shared by every tenant, so a region that stops may hold either only for
+  ``stall_cycles`` (0 turns the watchdogs off). *Input*: a packet larger than the region's
+  buffer that the scheduler admitted into the empty region waits on ``i`` until the region
+  takes its beats; if the region moves no beat in or out for ``stall_cycles`` consecutive
+  cycles (cycles in which its output waits for ``o`` do not count: that is the NIC's
+  backpressure, not the region's stall) the region is *stalled*: the rest of the packet is
+  dropped, the region gets a last beat (one zero byte, ``length_error``) when its buffer has
+  room, so it sees a whole packet, and that packet is discarded when it comes back, counted
+  in ``stall_drops`` (and strobing ``drop_valid``); if it has already begun to leave on ``o``
+  (the region passes beats through) it cannot be discarded, and leaves cut short as below. A
+  header-only packet's header part is never cut (it is at most ``H`` beats, which fit an empty
+  buffer). *Output*: a region that gives no beat half-way through a packet on ``o`` for
+  ``stall_cycles`` (while none of that packet's beats are still to come in on ``i``) is
+  stalled too: the packet ends on ``o`` with one zero byte flagged ``length_error``, counted
+  in ``stall_cuts`` (once per packet), and the rest of it is discarded as the region gives it.
+  Packets for a stalled region that reach ``i`` are dropped whole and counted in
+  ``stall_drops``; ``region_stalled[r]`` stays set until the region has given back every
+  packet it held.
 
 How the store shares one memory: beat slots come from a free list (a circular buffer of slot
 numbers, initialised with every slot); each region's payload beats form a linked list through a
@@ -59,8 +65,8 @@ at the region's input: the region time each tenant's packets take, for the fairn
 Limits: the free list assumes every slot is free at reset; a reset with packets in the store
 needs the whole design reset (as the NIC does). A region that takes a beat at least every
 ``stall_cycles`` cycles is slow, not stalled: it holds ``i`` as long as it takes (its tenant is
-charged the time in ``region_cycles``). The watchdog guards the input only: a region that
-starts a packet on ``from_region`` and never ends it holds ``o``.
+charged the time in ``region_cycles``). A stalled header-only region keeps the payloads of
+the packets inside it in the shared memory until it gives them back.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal

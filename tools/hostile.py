@@ -79,18 +79,18 @@ def _hostile(description, chains):
 
 
 async def _scenario(client, description, work, name, cycles, seed, progress):
-    from ..driver.client import SocketBus
+    from ..driver.client import DeviceError, SocketBus
     from ..driver.control import ControlPlane
     from ..driver.discovery import read_register, write_register
     from ..driver.state import RegionState
     from ..driver.stats import ACCOUNT_DROPS, account
-    from ..driver.client import DeviceError
     from ..driver.status import read_status
     from ..driver.traffic import TrafficError, make_schedule, parse_flow, run_traffic
     from ..sim.vdev.bench import _deploy_tenants, _tenant_chains
 
     chains = _tenant_chains(description)
-    plane = ControlPlane(SocketBus(client), description, work / f"{name}.json",
+    bus, regmap = SocketBus(client), description["registers"]
+    plane = ControlPlane(bus, description, work / f"{name}.json",
                          wait=lambda: client.run(256))
     targets = await _deploy_tenants(plane, [source for _, source in chains])
     hostile = _hostile(description, chains)
@@ -113,12 +113,10 @@ async def _scenario(client, description, work, name, cycles, seed, progress):
         if block not in (description.get("state_maps") or {}):
             return {"skipped": "no region of the design is under the state-yielding "
                                "transform, so none can be suspended"}
-        region = RegionState(SocketBus(client), description, chains[hostile][0],
+        region = RegionState(bus, description, chains[hostile][0],
                              wait=lambda: client.run(256))
         stop, release = (lambda: region.suspend(at_boundary=False)), region.resume
     elif name == "stalled_chain":
-        regmap, bus = description["registers"], SocketBus(client)
-
         async def stop():
             await write_register(bus, regmap, block, "inject_stall", 1)
 
@@ -126,14 +124,14 @@ async def _scenario(client, description, work, name, cycles, seed, progress):
             await write_register(bus, regmap, block, "inject_stall", 0)
     progress(f"hostile tenants: {name}, {len(schedule):,} frames over {cycles:,} cycles...")
     events = [(cycles // 4, stop)] if stop else []
-    before = await read_status(SocketBus(client), description)
+    before = await read_status(bus, description)
     try:
         run = await run_traffic(client, description, schedule, events=events,
                                 drain_cycles=4 * cycles)
     except (TrafficError, DeviceError) as e:
         # A NIC that one tenant can stop: the others' packets never all come out. What did,
         # per tenant, from the egress counters.
-        after = await read_status(SocketBus(client), description)
+        after = await read_status(bus, description)
         sent = {t: schedule.tenants.count(t) for t in [hostile, *others]}
         return {"hang": str(e), "tenants": {str(a["tenant"]): {
             "role": "hostile" if a["tenant"] == hostile else "well-behaved",
@@ -141,17 +139,14 @@ async def _scenario(client, description, work, name, cycles, seed, progress):
             for b, a in zip(before["tenants"], after["tenants"]) if a["tenant"] in sent}}
     held = None
     if release is not None:
-        before = await read_register(SocketBus(client), description["registers"], "store",
-                                     "stall_drops")
+        cut_before = await read_register(bus, regmap, "store", "stall_drops")
         await release()
         await client.drain(quiet=500)
         late = await client.pop()
         held = len(late)
         # A packet cut going in comes back after the release and is discarded, so it is
         # counted once, when it was cut; nothing may be cut after the run.
-        after = await read_register(SocketBus(client), description["registers"], "store",
-                                    "stall_drops")
-        held_cut = after - before
+        held_cut = await read_register(bus, regmap, "store", "stall_drops") - cut_before
     record = run.to_json()
     tenants = _per_tenant(record, [hostile, *others], cycles)
     counters = record["counters"]["tenants"]

@@ -436,7 +436,8 @@ async def saturation(dut):
 
 @cocotb.test()
 async def stalled_region(dut):
-    """A frozen region may not hold the input every region shares (see the module docstring).
+    """A frozen region may not hold the input or output every region shares (see the module
+    docstring).
     Each phase ends once its frames are in and the output has been quiet for a while; one
     that cannot finish (the input held for good) times out."""
     design, shape = _design()

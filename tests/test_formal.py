@@ -4,6 +4,8 @@ bites: a fork whose outputs drop a beat they offered fails the same check, with 
 either solver), and so does a scheduler that tags a leaving beat with an arriving one's tenant.
 """
 
+from pathlib import Path
+
 import pytest
 
 from amaranth.hdl import Cat, Module, Signal
@@ -77,3 +79,32 @@ def test_an_isolation_violation_is_found(monkeypatch, tmp_path):
     result = check_property(PROPERTIES["scheduler"], 8, induction=False, keep=tmp_path)
     assert result["result"] == "failed", result
     assert any("properties.py" in a for a in result["assertions"])
+
+
+def _fixed_priority(m, bits, pointer, n, name):
+    """A round robin that forgets its pointer: the lowest-numbered tenant always wins."""
+    from supernic.hw.nic.policy import lowest_one
+    return lowest_one(m, bits, n, f"{name}_fixed")
+
+
+def _wedged(m, bits, pointer, n, name):
+    """A round robin that picks no one when every tenant is eligible."""
+    from supernic.hw.nic.policy import lowest_one
+    found, index = lowest_one(m, bits, n, f"{name}_fixed")
+    return (found & (bits != (1 << n) - 1) if n > 1 else found), index
+
+
+@pytest.mark.parametrize("pick, broken", [(_fixed_priority, "Assert(passed < PASS_BOUND)"),
+                                          (_wedged, "Assert(idle < IDLE_BOUND)")])
+def test_a_progress_violation_is_found(pick, broken, monkeypatch, tmp_path):
+    """The progress property bites at its CI depth: a picker that starves a tenant fails the
+    no-starvation claim, one that deadlocks when both tenants wait fails work conservation."""
+    import supernic.hw.formal.properties as properties
+    import supernic.hw.nic.scheduler as scheduler
+    monkeypatch.setattr(scheduler, "round_robin_pick", pick)
+    prop = PROPERTIES["scheduler_progress"]
+    result = check_property(prop, prop.ci_depth, induction=False, keep=tmp_path)
+    assert result["result"] == "failed", result
+    source = Path(properties.__file__).read_text().splitlines()
+    line = next(n for n, text in enumerate(source, 1) if broken in text)
+    assert [a.rsplit("/", 1)[-1] for a in result["assertions"]] == [f"properties.py:{line}"]

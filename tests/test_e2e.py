@@ -512,3 +512,94 @@ def test_time_shared_region_through_the_cli(device, tmp_path):
     for node, model in tenant0.models.items():       # tenant 0's context is loaded again
         want = model.counters()
         assert _registers(sock, f"r3_metered_{node}", list(want)) == want
+
+
+def test_tenant_tokens_through_the_cli(device, tmp_path):
+    """Two tenants deployed through the CLI each get a token over their own blocks and keys
+    (issue 22): A's cannot read or write B's blocks, undeploy B, reset or shut down the device,
+    or send B's keys; A pops only its own packets; A's `snic status --json` holds A's figures
+    only, the operator's all of them and the denials; undeploy revokes A's token."""
+    import os
+    from supernic.driver.access import tenant_token_file
+    from supernic.driver.client import DeviceError
+    sock = device
+    paths = {}
+    for tenant, chain in ((0, "web"), (2, "secure")):
+        out = _ok("deploy", CHAINS / f"{chain}.toml", "--tenant", tenant, "--socket",
+                  sock).stdout
+        paths[tenant] = tenant_token_file(f"unix:{sock}", tenant)
+        assert str(paths[tenant]) in out and paths[tenant].stat().st_mode & 0o077 == 0
+
+    def as_tenant(*args):
+        return subprocess.run([sys.executable, "-m", "supernic.driver.cli", *map(str, args)],
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "SNIC_TOKEN_FILE": str(paths[0])})
+
+    operator = _status(sock)
+    state = json.loads(sock.with_name(sock.name + ".tenants.json").read_text())
+    regions = {rec["tenant"]: rec["regions"] for rec in state["tenants"]}
+    own = json.loads(as_tenant("status", "--socket", sock, "--json").stdout)
+    assert own["role"] == "tenant" and [row["tenant"] for row in own["tenants"]] == [0]
+    assert sorted(r["region"] for r in own["regions"]) == sorted(regions[0])
+    assert own["blocks"] and all(b.split("_")[0] in {f"r{r}" for r in regions[0]}
+                                 for b in own["blocks"])
+    assert [row["tenant"] for row in operator["tenants"]] == [0, 1, 2, 3]
+    table = as_tenant("status", "--socket", sock)
+    assert table.returncode == 0 and "tenant 0" in table.stdout, table.stderr
+    assert f"r{regions[2][0]}_" not in table.stdout
+
+    refused = as_tenant("undeploy", "--tenant", 2, "--socket", sock)
+    assert refused.returncode != 0 and "denied:" in refused.stderr
+    assert _status(sock)["tenants"][2]["enabled"]
+
+    async def attempts(client, description):
+        theirs = next(b for b in description["registers"]["blocks"]
+                      if b["name"].startswith(f"r{regions[2][0]}_"))
+        mine = next(b for b in description["registers"]["blocks"]
+                    if b["name"].startswith(f"r{regions[0][0]}_"))
+        tenant = await DeviceClient.connect(sock, token=paths[0].read_text().strip())
+        async with tenant:
+            assert (await tenant.request("read32", address=mine["base"]))["response"] == 0
+            denied = []
+            for op, args in (("read32", {"address": theirs["base"]}),
+                             ("write32", {"address": theirs["base"] + 0x20, "value": 1}),
+                             ("reset", {}), ("shutdown", {}), ("push", {"port": 0,
+                                                                       "frame": "00" * 64})):
+                try:
+                    await tenant.request(op, **args)
+                except DeviceError as e:
+                    denied.append(str(e).startswith("denied: "))
+            return denied, await client.request("access")
+
+    denied, report = _on_device(sock, attempts)
+    assert denied == [True] * 5
+
+    # Traffic: A sends only its own keys and pops only its own packets; B's (sent by the
+    # operator here) wait for their owner.
+    parser = ParserModel(HEADER_BYTES)
+
+    def tagged(chain, seed):
+        spec = load_chain(CHAINS / f"{chain}.toml")
+        return [tag_frame(f, parser.parse(f), spec.keys[0])
+                for f in chain_traffic(spec, 20, seed, 0.0, "mixed", HEADER_BYTES)]
+
+    async def traffic(client, description):
+        async with await DeviceClient.connect(sock, token=paths[0].read_text().strip()) as a:
+            await client.push_batch([(0, f, 0) for f in tagged("secure", 5)])
+            with pytest.raises(DeviceError, match="may send only frames with its own keys"):
+                await a.push_batch([(1, f, 0) for f in tagged("secure", 6)[:1]])
+            await a.push_batch([(1, f, 0) for f in tagged("web", 7)])
+            await a.drain()
+            mine = await a.pop()
+            rest = await client.pop()
+        return ([int(t) for t in delivered_tags(mine, description)["tenant"]],
+                [int(t) for t in delivered_tags(rest, description)["tenant"]])
+
+    mine, rest = _on_device(sock, traffic)
+    assert mine and set(mine) == {0} and rest and set(rest) == {2}
+    assert report["denials"]["tenant"] >= 6 and set(report["tenants"]) == {"0", "2"}
+    stale = paths[0].read_text().strip()
+    _ok("undeploy", "--tenant", 0, "--socket", sock)
+    assert not paths[0].exists()
+    with pytest.raises(DeviceError, match="refused the token"):
+        asyncio.run(DeviceClient.connect(sock, token=stale))

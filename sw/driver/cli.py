@@ -6,6 +6,7 @@
     snic bench [NAME] [--json]                list benchmarks, or run one
     snic resources [KIND ...] [--json]        LUT/FF/BRAM/DSP per NT from YoWASP Yosys
     snic device serve [--config FILE] [--socket PATH | --port N]   serve a virtual device
+    snic device serve --mmap BAR --regmap JSON   serve a board's registers (same access rules)
     snic status [--socket PATH | --port N | --mmap FILE --regmap JSON] [--json]
     snic deploy SPEC --tenant T [--instances N] [--weight W] [--socket PATH | --port N]
     snic undeploy --tenant T [--socket PATH | --port N]
@@ -18,6 +19,9 @@
     snic traffic --flow tenant=T,rate=R,size=S ... | --replay IN.pcap  [--out OUT.pcap]
                                               traffic through the served NIC; --record RUN.json
     snic stats RUN.json [--plot FILE.png]     throughput, latency, fairness of a traffic run
+
+A connection to a served device presents a token: the operator's from the file beside the
+socket, a tenant's (written by snic deploy) from $SNIC_TOKEN_FILE (sw/driver/access.py).
 
 Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
 """
@@ -157,13 +161,20 @@ def cmd_fuzz(args):
 
 
 def cmd_device_serve(args):
-    from .server import ServerError, serve_design
-    config = _load(args)
+    from .server import ServerError, serve_design, serve_mapped
     console = _console(stderr=True)
 
     def announce(line):
         print(line, flush=True)   # one plain line on stdout: scripts wait for it
+    if args.mmap is not None and args.regmap is None:
+        _error("--mmap needs --regmap (the design JSON that snic build wrote)")
+        return 2
     try:
+        if args.mmap is not None:
+            serve_mapped(args.mmap, args.regmap, args.socket, args.port, size=args.map_size,
+                         announce=announce)
+            return 0
+        config = _load(args)
         # Progress goes to stderr line by line: the first build of a 512-bit NIC takes minutes.
         serve_design(config, args.socket, args.port, progress=console.log, announce=announce)
     except ServerError as e:
@@ -176,14 +187,22 @@ def cmd_status(args):
     import asyncio
     from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
     from .discovery import DiscoveryError, UnsupportedDesignError
-    from .status import StatusError, read_status, render_status
+    from .status import (StatusError, read_status, read_tenant_status, render_status,
+                         render_tenant_status)
     from .transport import MmapBus, RegisterAccessError
 
     async def over_socket():
         client = await DeviceClient.connect(args.socket, args.port)
         async with client:
             hello = await client.hello()
-            status = await read_status(SocketBus(client), hello["regmap"])
+            if (client.role or {}).get("role") == "tenant":
+                # A tenant's token: its own figures only (the server refuses the rest).
+                status = await read_tenant_status(SocketBus(client), hello["regmap"],
+                                                  await client.request("access"))
+            else:
+                status = await read_status(SocketBus(client), hello["regmap"])
+                if client.role is not None:
+                    status["access"] = await client.request("access")
             status["cycle"] = await client.cycle()
             status["endpoint"] = client.endpoint
             return status
@@ -216,6 +235,8 @@ def cmd_status(args):
         return 2
     if args.json:
         print(json.dumps(status, indent=2))
+    elif status.get("role") == "tenant":
+        render_tenant_status(status, _console())
     else:
         render_status(status, _console())
     return 0
@@ -233,7 +254,34 @@ def _state_path(args):
     return sock.with_name(sock.name + ".tenants.json")
 
 
-def _control(args, operation):
+async def _grant(client, record):
+    """Issue the tenant of ``record`` (a deployed tenant) a token over its regions and keys (a
+    new one: an earlier one stops working) and write it owner-only beside the operator's; its
+    path, or ``None`` where the device does not hand out tokens (a server from before access
+    control)."""
+    from .access import tenant_token_file, write_token
+    from .client import DeviceError
+    if (client.role or {}).get("role") != "operator":
+        return None
+    try:
+        token = (await client.request(
+            "grant", tenant=record.tenant, regions=sorted({*record.regions, *record.branches}),
+            keys=list(record.keys)))["token"]
+    except DeviceError as e:
+        if "unknown op" in str(e):
+            return None
+        raise
+    return write_token(tenant_token_file(client.endpoint, record.tenant), token)
+
+
+async def _revoke(client, tenant):
+    from .access import tenant_token_file
+    if (client.role or {}).get("role") == "operator":
+        await client.request("revoke", tenant=tenant)
+        tenant_token_file(client.endpoint, tenant).unlink(missing_ok=True)
+
+
+def _control(args, operation, after=None):
     """Run ``operation(plane)`` on a control plane attached to the served device; map its
     errors to exit codes: 2 refused before any write (bad spec, unknown tenant, not enough
     regions, a taken key, unsupported design, no device), 1 failed on the device (a deploy is
@@ -252,7 +300,10 @@ def _control(args, operation):
             # A served virtual device advances only when asked: run it between two polls.
             plane = ControlPlane(SocketBus(client), hello["regmap"], _state_path(args),
                                  wait=lambda: client.run(256), timeout=args.timeout)
-            return await operation(plane)
+            result = await operation(plane)
+            if after is not None:
+                await after(client, plane, result)
+            return result
 
     try:
         return 0, asyncio.run(session())
@@ -277,9 +328,14 @@ def cmd_deploy(args):
     except ConfigError as e:    # ChainError is a ConfigError
         _error(e)
         return 2
+    token = {}
+
+    async def grant(client, plane, record):
+        token["path"] = await _grant(client, record)
+
     code, record = _control(args, lambda plane: plane.deploy(
         args.spec, args.tenant, instances=args.instances, weight=args.weight,
-        share=args.share))
+        share=args.share), after=grant)
     if record is not None:
         print(f"deployed {record.chain} as tenant {record.tenant} on regions "
               f"{', '.join(map(str, record.regions))}"
@@ -287,6 +343,9 @@ def cmd_deploy(args):
                  f"{', '.join(map(str, record.branches))}" if record.branches else "")
               + (f", time-shared (held until snic switch --region {args.share} --tenant "
                  f"{record.tenant})" if args.share is not None else ""))
+        if token.get("path"):
+            print(f"tenant {record.tenant}'s token (its own blocks only): {token['path']} "
+                  f"(SNIC_TOKEN_FILE={token['path']} snic status)")
     return code
 
 
@@ -314,15 +373,25 @@ def cmd_switch(args):
 
 
 def cmd_undeploy(args):
-    code, _ = _control(args, lambda plane: plane.undeploy(args.tenant))
+    async def revoke(client, plane, result):
+        await _revoke(client, args.tenant)
+
+    code, _ = _control(args, lambda plane: plane.undeploy(args.tenant), after=revoke)
     if code == 0:
         print(f"undeployed tenant {args.tenant}")
     return code
 
 
 def cmd_migrate(args):
+    async def regrant(client, plane, report):
+        # The tenant's blocks moved with it: a token over its regions now.
+        await plane.refresh()
+        record = plane.deployed.get(args.tenant)
+        if record is not None:
+            await _grant(client, record)
+
     code, report = _control(args, lambda plane: plane.migrate(args.tenant, args.source,
-                                                              args.target))
+                                                              args.target), after=regrant)
     if report is not None:
         print(f"tenant {args.tenant}: {report['personality']} moved from region "
               f"{report['source']} to region {report['target']} ({report['words']} state "
@@ -615,6 +684,12 @@ def main(argv=None):
     where.add_argument("--socket", type=Path,
                        help="Unix socket (default: $SNIC_CACHE/run/device.sock)")
     where.add_argument("--port", type=int, help="TCP port on 127.0.0.1 instead (0: any free)")
+    p.add_argument("--mmap", type=Path,
+                   help="serve a board's registers instead: its BAR (e.g. /sys/bus/pci/devices/"
+                        ".../resource0), tenants checked as on a virtual device; needs --regmap")
+    p.add_argument("--regmap", type=Path, help="with --mmap: the design JSON snic build wrote")
+    p.add_argument("--map-size", type=int, help="with --mmap: bytes to map (a device file "
+                                                "reports size 0)")
     p.set_defaults(func=cmd_device_serve)
 
     p = sub.add_parser("status", help="regions, tenants and counters of a running design")

@@ -10,6 +10,7 @@ and :class:`SocketBus`, the driver's register bus over it.
 import asyncio
 import base64
 import itertools
+import os
 from pathlib import Path
 
 from ..sim.vdev.device import Delivered
@@ -27,6 +28,22 @@ class DeviceError(Exception):
     """The server refused or failed a request (its one-line reason is the message)."""
 
 
+def _token(endpoint, token):
+    """``(token, where it came from)`` for a connection to ``endpoint`` (see
+    :meth:`DeviceClient.connect`)."""
+    from .access import read_token, token_file
+    if token is not None:
+        return token, "the caller"
+    named = os.environ.get("SNIC_TOKEN_FILE")
+    if named:
+        found = read_token(named)
+        if found is None:
+            raise DeviceError(f"cannot read a token from $SNIC_TOKEN_FILE ({named})")
+        return found, named
+    path = token_file(endpoint)
+    return read_token(path), str(path)
+
+
 class DeviceClient:
     """One connection to a device server. Requests on one client are sent one at a time (a
     lock keeps concurrent coroutines from interleaving); open several clients for parallel
@@ -40,9 +57,12 @@ class DeviceClient:
         self._lost = None       # why the connection is unusable, once it is
 
     @classmethod
-    async def connect(cls, socket_path=None, port=None, host="127.0.0.1"):
+    async def connect(cls, socket_path=None, port=None, host="127.0.0.1", token=None):
         """Connect to the server on the Unix socket ``socket_path`` (default
-        ``$SNIC_CACHE/run/device.sock``) or, with ``port``, on TCP ``host``."""
+        ``$SNIC_CACHE/run/device.sock``) or, with ``port``, on TCP ``host``, and present a
+        token (:mod:`supernic.driver.access`): ``token``, else the one in the file
+        ``$SNIC_TOKEN_FILE`` names (a tenant's), else the operator's beside the socket if this
+        user may read it. With none, the connection may only say ``hello``."""
         if port is not None:
             endpoint = f"{host}:{port}"
             opener = asyncio.open_connection(host, port)
@@ -56,7 +76,18 @@ class DeviceClient:
                                     f"`snic device serve`)") from None
         except OSError as e:
             raise DeviceUnavailable(f"cannot connect to {endpoint}: {e.strerror or e}") from None
-        return cls(reader, writer, endpoint)
+        client = cls(reader, writer, endpoint)
+        token, source = _token(endpoint, token)
+        #: What the server made of the token: ``{"role": ...}`` (``None``: none presented).
+        client.role = None
+        if token is not None:
+            try:
+                client.role = await client.request("auth", token=token)
+            except DeviceError as e:
+                await client.close()
+                raise DeviceError(f"the device on {endpoint} refused the token from {source} "
+                                  f"({e})") from None
+        return client
 
     async def close(self):
         self._writer.close()

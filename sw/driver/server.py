@@ -40,7 +40,21 @@ reset         ``cycles`` (4)                              ``cycle``
 idle          ``port``, ``prob``, ``seed`` (0)            (empty)
 backpressure  ``prob``, ``seed`` (0)                      (empty)
 shutdown      (none)                                      (empty); the server then stops
+auth          ``token``                                   ``role`` (``operator``, ``tenant``),
+                                                          ``tenant``
+grant         ``tenant``, ``regions``, ``keys`` (lists)   ``token`` (the tenant's, a new one)
+revoke        ``tenant``                                  ``revoked`` (whether it had a token)
+access        (none)                                      ``role``, ``denials`` (per role; a
+                                                          tenant: its own), ``tenants`` / its
+                                                          ``regions`` and ``blocks``
 ============  ==========================================  ========================================
+
+Access (:mod:`supernic.driver.access`): every request is checked against its connection's role
+before the device sees it. A connection presents a token with ``auth``; without one only
+``hello`` and ``auth`` are answered. The operator's token is made at start and written beside
+the socket, owner-only (the socket itself is owner-only too); tenants' tokens come from
+``grant`` and stop working at ``revoke``. A refusal is ``ok: false`` with ``denied: ...`` and
+changes nothing; the connection stays usable.
 
 Register reads and writes report the bus response instead of failing, so a client's
 :class:`~supernic.driver.transport.RegisterBus` sees DECERR and SLVERR as a local bus would. A
@@ -55,6 +69,7 @@ import binascii
 import concurrent.futures
 import contextlib
 import errno
+import functools
 import json
 import os
 import signal
@@ -62,8 +77,10 @@ import socket
 import struct
 from pathlib import Path
 
+from .access import AccessDenied
+
 __all__ = ["PROTOCOL_VERSION", "MAX_MESSAGE", "ServerError", "DeviceServer", "default_socket",
-           "check_endpoint_free", "read_message", "write_message", "serve_design",
+           "check_endpoint_free", "read_message", "write_message", "serve_design", "serve_mapped",
            "serving_in_thread"]
 
 PROTOCOL_VERSION = 1
@@ -74,6 +91,10 @@ _HEADER = struct.Struct(">I")
 
 class ServerError(Exception):
     """The server cannot start: its endpoint is taken or the design cannot be built."""
+
+
+#: Ops the server answers itself, from its access control (no device call).
+_ACCESS_OPS = frozenset({"auth", "grant", "revoke", "access"})
 
 
 class ProtocolError(Exception):
@@ -188,12 +209,18 @@ class DeviceServer:
     serialised, and a long ``run`` or ``drain`` does not stop the event loop from accepting
     connections (the device library's calls release the GIL)."""
 
-    def __init__(self, device, description, regmap_path=None):
+    def __init__(self, device, description, regmap_path=None, access=None):
+        from .access import AccessControl
         if not isinstance(description, dict) or "registers" not in description:
             raise TypeError(f"Description must be a design JSON object with registers, "
                             f"not {description!r}")
         self.device = device
         self.description = description
+        #: Roles, grants and denials (:mod:`supernic.driver.access`).
+        self.access = access or AccessControl(description)
+        self.token_path = None
+        self._held = []         # delivered packets popped from the device, not yet by their tenant
+        self._parser = None     # the parser model that reads a tenant's frames' keys
         self.regmap_path = str(regmap_path) if regmap_path else None
         self.endpoint = None
         self._server = None
@@ -215,7 +242,8 @@ class DeviceServer:
 
     @classmethod
     def ops(cls):
-        return [name[4:] for name in dir(cls) if name.startswith("_op_")]
+        return sorted([name[4:] for name in dir(cls) if name.startswith("_op_")]
+                      + list(_ACCESS_OPS))
 
     def _op_hello(self, request):
         result = {"protocol": PROTOCOL_VERSION, "design": self.description.get("top"),
@@ -266,11 +294,47 @@ class DeviceServer:
             max_cycles=_integer(request, "max_cycles", 1, default=10_000_000))
         return {"cycles": cycles, "cycle": self.device.cycle}
 
-    def _op_pop(self, request):
+    def _op_pop(self, request, role=None):
+        """Every delivered packet to the operator; a tenant's own to a tenant (the rest are
+        held for whoever pops next)."""
+        self._held += self.device.pop()
+        if role is None or role.tenant is None:
+            mine, self._held = self._held, []
+        else:
+            tenants = self._tenants_of(self._held)
+            mine = [d for d, t in zip(self._held, tenants) if t == role.tenant]
+            self._held = [d for d, t in zip(self._held, tenants) if t != role.tenant]
         return {"packets": [{"data": d.data.hex(), "first_user": _hex_user(d.first_user),
                              "last_user": _hex_user(d.last_user), "first_cycle": d.first_cycle,
                              "last_cycle": d.last_cycle, "beats": d.beats}
-                            for d in self.device.pop()]}
+                            for d in mine]}
+
+    def _tenants_of(self, packets):
+        """The NIC tag's tenant of each delivered packet (a design with no tenants: none)."""
+        if not packets or "user_width" not in self.description:
+            return [None] * len(packets)
+        from .traffic import delivered_tags
+        return [int(t) for t in delivered_tags(packets, self.description)["tenant"]]
+
+    def _frame_keys(self, request):
+        """The tenant key of each frame a push carries, as the parser model reads it (``None``
+        for a frame with none): what a tenant may send is checked on these."""
+        from ..sim.parser_model import ParserModel
+        if self._parser is None:
+            self._parser = ParserModel.of(self.description.get("config", {}))
+        if request.get("op") == "push":
+            frames = [_frame(request)]
+        else:
+            frames = request.get("frames_b64")
+            if not isinstance(frames, list):
+                raise ValueError("push_batch needs lists ports, frames_b64 (and at) of one "
+                                 "length")
+            frames = [_base64(f, "frames_b64 entries") for f in frames]
+        keys = []
+        for frame in frames:
+            meta = self._parser.parse(frame)
+            keys.append(meta["tenant_key"] if meta.get("tenant_kind") else None)
+        return keys
 
     def _op_ingress(self, request):
         port = _integer(request, "port", 0, self.device.port_count - 1, 0)
@@ -295,23 +359,64 @@ class DeviceServer:
     def _op_shutdown(self, request):
         return {}
 
+    # --- access: answered by the server, not the device --------------------------------------
+
+    def _access_op(self, role, request):
+        """``(role, result)`` of an access op; ``role`` is the connection's from now on."""
+        op = request["op"]
+        if op == "auth":
+            found = self.access.authenticate(request.get("token"))
+            if found is None or found.revoked:
+                self.access.denials["anonymous" if role is None else role.kind] += 1
+                raise AccessDenied("denied: unknown or revoked token")
+            result = {"role": found.kind}
+            if found.tenant is not None:
+                result["tenant"] = found.tenant
+            return found, result
+        if op == "grant":
+            granted = self.access.grant(request.get("tenant"), request.get("regions"),
+                                        request.get("keys", []))
+            return role, {"token": granted.token}
+        if op == "revoke":
+            tenant = _integer(request, "tenant")
+            return role, {"revoked": self.access.revoke(tenant)}
+        return role, self.access.report(role)
+
     # --- connections -------------------------------------------------------------------------
 
-    async def _reply(self, request):
+    async def _reply(self, request, role=None):
+        """``(reply, role)``: the request checked against the connection's ``role`` and, if
+        allowed, carried out; ``auth`` may change the role."""
         reply = {"id": request.get("id")}
         try:
-            async with self._lock:
-                result = await asyncio.get_running_loop().run_in_executor(
-                    self._worker, self.handle, request)
+            if request.get("op") in ("push", "push_batch") and role is not None \
+                    and role.tenant is not None:
+                # A tenant's frames are read by the parser model (about 160 us each): on the
+                # worker, so a large batch does not stop the loop serving other connections.
+                await asyncio.get_running_loop().run_in_executor(
+                    self._worker, functools.partial(self.access.check, role, request,
+                                                    key_of=self._frame_keys))
+            else:
+                self.access.check(role, request)
+            if request.get("op") in _ACCESS_OPS:
+                role, result = self._access_op(role, request)
+            else:
+                handle = self.handle
+                if request.get("op") == "pop":
+                    handle = functools.partial(self._op_pop, role=role)
+                async with self._lock:
+                    result = await asyncio.get_running_loop().run_in_executor(
+                        self._worker, handle, request)
             reply.update(ok=True, result=result)
         except Exception as e:  # noqa: BLE001: any failure goes back to the client, one line
             text = str(e).splitlines()[0] if str(e) else type(e).__name__
             reply.update(ok=False, error=text)
-        return reply
+        return reply, role
 
     async def _client(self, reader, writer):
         task = asyncio.current_task()
         self._connections.add(task)
+        role = None     # until the connection presents a token
         try:
             while True:
                 try:
@@ -322,7 +427,7 @@ class DeviceServer:
                     break
                 if request is None:
                     break
-                reply = await self._reply(request)
+                reply, role = await self._reply(request, role)
                 write_message(writer, reply)
                 await writer.drain()
                 if request.get("op") == "shutdown" and reply["ok"]:
@@ -347,17 +452,27 @@ class DeviceServer:
                 raise ServerError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
             bound = self._server.sockets[0].getsockname()[1]
             self.endpoint = f"tcp:127.0.0.1:{bound}"
+            self._write_token()
             return self.endpoint
         path = Path(socket_path or default_socket())
         path.parent.mkdir(parents=True, exist_ok=True)
         check_endpoint_free(path)
+        # Owner-only from its creation: the socket file is made under this umask.
+        mask = os.umask(0o077)
         try:
             self._server = await asyncio.start_unix_server(self._client, str(path))
         except OSError as e:
             raise ServerError(f"cannot listen on {path}: {e.strerror or e}") from None
+        finally:
+            os.umask(mask)
         self._socket_path = path
         self.endpoint = f"unix:{path}"
+        self._write_token()
         return self.endpoint
+
+    def _write_token(self):
+        from .access import token_file, write_token
+        self.token_path = write_token(token_file(self.endpoint), self.access.operator.token)
 
     def request_shutdown(self):
         self._stopped.set()
@@ -381,6 +496,9 @@ class DeviceServer:
         if self._socket_path is not None:
             self._socket_path.unlink(missing_ok=True)
             self._socket_path = None
+        if self.token_path is not None:
+            self.token_path.unlink(missing_ok=True)
+            self.token_path = None
         self._worker.shutdown(wait=True)
 
 
@@ -437,6 +555,28 @@ def serve_design(config, socket_path=None, port=None, progress=print, announce=p
             raise ServerError(f"design {config.name} has no register port to serve")
         asyncio.run(_serve(DeviceServer(device, device.regmap, paths["regmap"]), socket_path,
                            port, announce))
+
+
+def serve_mapped(bar, regmap_path, socket_path=None, port=None, size=None, announce=print):
+    """Serve a board's registers, the BAR ``bar`` that ``regmap_path`` (the design JSON)
+    describes, until shutdown, SIGINT or SIGTERM (:mod:`supernic.driver.board`)."""
+    from .board import MappedDevice
+    from .transport import MmapBus
+    socket_path = None if port is not None else Path(socket_path or default_socket())
+    check_endpoint_free(socket_path, port)
+    try:
+        description = json.loads(Path(regmap_path).read_text())
+    except (OSError, ValueError) as e:
+        raise ServerError(f"cannot read the design description {regmap_path}: {e}") from None
+    if not isinstance(description, dict) or "registers" not in description:
+        raise ServerError(f"{regmap_path} is not a design description (no registers)")
+    try:
+        bus = MmapBus(bar, size=size)
+    except (OSError, ValueError) as e:
+        raise ServerError(f"cannot map {bar}: {e}") from None
+    with bus:
+        asyncio.run(_serve(DeviceServer(MappedDevice(bus, description), description,
+                                        regmap_path), socket_path, port, announce))
 
 
 async def _serve(server, socket_path, port, announce):

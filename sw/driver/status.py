@@ -22,7 +22,8 @@ is ``None`` and named in ``absent``, with the reason, rather than failing.
 
 from .discovery import check_supported, discover
 
-__all__ = ["StatusError", "read_status", "render_status"]
+__all__ = ["StatusError", "read_status", "render_status", "read_tenant_status",
+           "render_tenant_status"]
 
 
 class StatusError(Exception):
@@ -161,6 +162,54 @@ async def read_status(bus, description):
     return status
 
 
+async def read_tenant_status(bus, description, report):
+    """What one tenant may see of the design on ``bus``: its own row of the tenants table
+    (scheduler and egress figures named for it), its regions' in-flight counts, and every
+    register of its own blocks. ``report`` is the device server's ``access`` answer for the
+    tenant's connection (tenant, regions, blocks). No other tenant's figure is read: the
+    server would refuse it (:mod:`supernic.driver.access`)."""
+    regs = _Registers(bus, description)
+    t = report["tenant"]
+    row = {"tenant": t}
+    for block, names in (("scheduler", ("backlog_beats", "enqueued", "dispatched", "in_flight",
+                                        "queue_drops", "disabled_drops")),
+                         ("egress", ("delivered", "dropped"))):
+        if regs.has(block):
+            row.update(await regs.read_many(block, names, prefix=f"t{t}_"))
+    status = {"design": {"name": description.get("top")}, "role": "tenant", "tenant": t,
+              "tenants": [row], "regions": [], "blocks": {},
+              "denials": report.get("denials", 0)}
+    for r in report["regions"]:
+        status["regions"].append({"region": r, "in_flight": await regs.read(
+            "store", f"r{r}_in_flight")})
+    for block in report["blocks"]:
+        status["blocks"][block] = {name: await regs.read(block, name)
+                                   for name in regs.blocks.get(block, {})}
+    return status
+
+
+def render_tenant_status(status, console):
+    """Print a tenant's ``status`` (from :func:`read_tenant_status`)."""
+    from rich.table import Table
+    console.print(f"[bold]{status['design']['name']}[/], tenant {status['tenant']}"
+                  + (f", cycle {status['cycle']:,}" if "cycle" in status else "")
+                  + f", regions {', '.join(str(r['region']) for r in status['regions'])}"
+                  + f", {status['denials']} request(s) of this tenant denied")
+    row = status["tenants"][0]
+    table = Table(title="this tenant")
+    for key in row:
+        table.add_column(key.replace("_", " "), justify="right")
+    table.add_row(*[_cell(v) for v in row.values()])
+    console.print(table)
+    table = Table(title="its blocks")
+    for column in ("block", "register", "value"):
+        table.add_column(column, justify="right" if column == "value" else "left")
+    for block, values in status["blocks"].items():
+        for name, value in values.items():
+            table.add_row(block, name, _cell(value))
+    console.print(table)
+
+
 def _cell(value):
     if value is None:
         return "-"
@@ -230,3 +279,13 @@ def render_status(status, console):
                          if "stall_drops" in store else ""))
     for section, reason in status["absent"].items():
         console.print(f"{section}: absent ({reason})")
+    access = status.get("access")
+    if access:
+        denials = access.get("denials") or {}
+        grants = access.get("tenants") or {}
+        console.print(
+            "access: " + (", ".join(f"{n:,} denied to {role}" for role, n in
+                                    sorted(denials.items())) or "nothing denied")
+            + "; tenant tokens: " + (", ".join(
+                f"tenant {t} (regions {', '.join(map(str, g['regions']))})"
+                for t, g in grants.items()) or "none"))

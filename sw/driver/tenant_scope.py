@@ -22,7 +22,8 @@ import bisect
 from .discovery import read_register, write_register
 from .transport import RegisterBus
 
-__all__ = ["TenantScopedBus", "TenantView", "region_prefixes", "SHARED_READABLE"]
+__all__ = ["RegisterScope", "TenantScopedBus", "TenantView", "region_prefixes",
+           "SHARED_READABLE"]
 
 #: Blocks every tenant may read: the design's identity, which holds no tenant's state.
 SHARED_READABLE = ("id",)
@@ -53,24 +54,22 @@ def _matches(prefix, name):
     return name == prefix or name.startswith(prefix + "_")
 
 
-class TenantScopedBus(RegisterBus):
-    """A :class:`~supernic.driver.transport.RegisterBus` that passes to ``bus`` only the
-    accesses ``tenant`` may make.
+class RegisterScope:
+    """Which register addresses ``tenant`` may read and write.
 
     ``regmap_json`` is the design's register map (``RegisterMap.to_json``); ``allowed_prefixes``
     selects the tenant's blocks (read and write); ``shared_readable`` names blocks it may only
-    read.
-    """
+    read; ``readable_registers`` names single registers of other blocks it may read, as
+    ``(block, register)`` pairs (its own counters in a block all tenants share). The same scope
+    guards a tenant's bus in the client library (:class:`TenantScopedBus`) and every request of
+    a tenant's connection in the device server (:mod:`supernic.driver.access`)."""
 
-    def __init__(self, bus, regmap_json, tenant, allowed_prefixes,
-                 shared_readable=SHARED_READABLE):
-        if not isinstance(bus, RegisterBus):
-            raise TypeError(f"Scoped bus must wrap a RegisterBus, not {bus!r}")
+    def __init__(self, regmap_json, tenant, allowed_prefixes, shared_readable=SHARED_READABLE,
+                 readable_registers=()):
         if not isinstance(regmap_json, dict) or "blocks" not in regmap_json:
             raise TypeError(f"Register map must be the JSON of a RegisterMap, not {regmap_json!r}")
         if isinstance(tenant, bool) or not isinstance(tenant, (int, str)):
             raise ValueError(f"Tenant must be an integer or a name, not {tenant!r}")
-        self.bus = bus
         self.regmap_json = regmap_json
         self.tenant = tenant
         self.allowed_prefixes = _names("Allowed prefixes", allowed_prefixes)
@@ -82,6 +81,13 @@ class TenantScopedBus(RegisterBus):
         #: Names of the blocks the tenant may read and write, in address order.
         self.blocks = tuple(name for _, _, name in spans
                             if any(_matches(prefix, name) for prefix in self.allowed_prefixes))
+        wanted = set(readable_registers)
+        self.readable_registers = tuple(sorted(wanted))
+        self._readable_words = {
+            register["address"] + 4 * word
+            for block in regmap_json["blocks"] for register in block["registers"]
+            if (block["name"], register["name"]) in wanted
+            for word in range(register.get("words", 1))}
 
     def block_at(self, address):
         """Name of the block that holds byte ``address``, or ``None``."""
@@ -98,26 +104,62 @@ class TenantScopedBus(RegisterBus):
     def may_write_block(self, name):
         return name in self.blocks
 
-    def _refuse(self, operation, address, name):
+    def may_read(self, address):
+        name = self.block_at(address)
+        return name is not None and (self.may_read_block(name)
+                                     or address in self._readable_words)
+
+    def may_write(self, address):
+        name = self.block_at(address)
+        return name is not None and self.may_write_block(name)
+
+    def refusal(self, operation, address):
+        """The one-line reason ``operation`` ("read", "write") of ``address`` is refused."""
+        name = self.block_at(address)
         if name is None:
             where = "no register block"
         elif name in self.shared_readable:
             where = f"block {name!r}, shared read-only"
+        elif address in self._readable_words:
+            where = f"block {name!r}, a register it may only read"
         else:
             where = f"block {name!r}, not one of its blocks"
-        raise PermissionError(
-            f"Tenant {self.tenant!r} may not {operation} {address:#010x} ({where})")
+        return f"Tenant {self.tenant!r} may not {operation} {address:#010x} ({where})"
+
+
+class TenantScopedBus(RegisterBus):
+    """A :class:`~supernic.driver.transport.RegisterBus` that passes to ``bus`` only the
+    accesses ``tenant`` may make (a :class:`RegisterScope` of the other arguments)."""
+
+    def __init__(self, bus, regmap_json, tenant, allowed_prefixes,
+                 shared_readable=SHARED_READABLE):
+        if not isinstance(bus, RegisterBus):
+            raise TypeError(f"Scoped bus must wrap a RegisterBus, not {bus!r}")
+        self.bus = bus
+        self.scope = RegisterScope(regmap_json, tenant, allowed_prefixes, shared_readable)
+        self.regmap_json = regmap_json
+        self.tenant = tenant
+        self.allowed_prefixes = self.scope.allowed_prefixes
+        self.shared_readable = self.scope.shared_readable
+        self.blocks = self.scope.blocks
+
+    def block_at(self, address):
+        return self.scope.block_at(address)
+
+    def may_read_block(self, name):
+        return self.scope.may_read_block(name)
+
+    def may_write_block(self, name):
+        return self.scope.may_write_block(name)
 
     async def read_word(self, address):
-        name = self.block_at(address)
-        if name is None or not self.may_read_block(name):
-            self._refuse("read", address, name)
+        if not self.scope.may_read(address):
+            raise PermissionError(self.scope.refusal("read", address))
         return await self.bus.read_word(address)
 
     async def write_word(self, address, value, strobe=0b1111):
-        name = self.block_at(address)
-        if name is None or not self.may_write_block(name):
-            self._refuse("write", address, name)
+        if not self.scope.may_write(address):
+            raise PermissionError(self.scope.refusal("write", address))
         return await self.bus.write_word(address, value, strobe)
 
 

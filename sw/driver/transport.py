@@ -179,6 +179,13 @@ class MmapBus(RegisterBus):
         return address // 4 if address + 4 <= self.size else None
 
     async def read_word(self, address):
+        return self.read_now(address)
+
+    async def write_word(self, address, value, strobe=0b1111):
+        return self.write_now(address, value, strobe)
+
+    def read_now(self, address):
+        """:meth:`read_word` without a coroutine (a load never waits): ``(value, response)``."""
         index = self._index(address)
         if index is None:
             return 0, Response.DECERR
@@ -186,7 +193,8 @@ class MmapBus(RegisterBus):
         return (int.from_bytes(value.to_bytes(4, "big"), "little") if self._swap else value,
                 Response.OKAY)
 
-    async def write_word(self, address, value, strobe=0b1111):
+    def write_now(self, address, value, strobe=0b1111):
+        """:meth:`write_word` without a coroutine: the response."""
         index = self._index(address)
         if index is None or not self.writable:
             return Response.DECERR if index is None else Response.SLVERR

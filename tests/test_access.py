@@ -252,7 +252,7 @@ def test_protocol_faults_and_tokens(tmp_path, description):
                     s.sendall(struct.pack(">I", 100) + b"{")
         async def still_serving():
             async with await DeviceClient.connect(sock) as operator:
-                for _ in range(50):
+                for _ in range(400):    # up to 20 s on a loaded machine
                     if len(server._connections) <= 1:
                         break
                     await asyncio.sleep(0.05)
@@ -323,7 +323,7 @@ def test_the_same_rules_on_a_board(tmp_path, description):
     import json
     import subprocess
     import sys
-    from tests.test_server import _image, _write_file
+    from test_server import _image, _write_file
     bar, regmap = tmp_path / "resource0", tmp_path / "design.json"
     _write_file(bar, _image(description))
     regmap.write_text(json.dumps(description))

@@ -737,7 +737,13 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
     with serving_in_thread(server, sock, timeout=10):
         assert snic(["deploy", str(CHAINS / "web.toml"), "--tenant", "1", "--instances", "2",
                      "--socket", str(sock)]) == 0
-        assert capsys.readouterr().out.strip() == "deployed web as tenant 1 on regions 0, 1"
+        out = capsys.readouterr().out.strip().splitlines()
+        assert out[0] == "deployed web as tenant 1 on regions 0, 1"
+        # The tenant's token, owner-only beside the socket (sw/driver/access.py).
+        token = short / "dev.sock.tenant1.token"
+        assert out[1:] == [f"tenant 1's token (its own blocks only): {token} "
+                           f"(SNIC_TOKEN_FILE={token} snic status)"]
+        assert token.stat().st_mode & 0o077 == 0
         assert (short / "dev.sock.tenants.json").exists()
         assert nic.model.get("scheduler", "tenant_enable") == 0b0010
 
@@ -806,7 +812,7 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         (short / "metered_b.toml").write_text(METERED_B)
         assert snic(["deploy", str(short / "metered_b.toml"), "--tenant", "3", "--share", "5",
                      "--socket", str(sock)]) == 0
-        assert capsys.readouterr().out.strip() == (
+        assert capsys.readouterr().out.strip().splitlines()[0] == (
             "deployed metered as tenant 3 on regions 5, time-shared (held until snic switch "
             "--region 5 --tenant 3)")
         assert snic(["switch", "--region", "5", "--tenant", "3", "--socket", str(sock)]) == 0
@@ -817,8 +823,10 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         assert snic(["undeploy", "--tenant", "3", "--socket", str(sock)]) == 0
         assert nic.model.get("scheduler", "tenant_hold") == 0
         assert snic(["undeploy", "--tenant", "2", "--socket", str(sock)]) == 0
+        assert token.exists()
         assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 0
         assert nic.model.get("scheduler", "tenant_enable") == 0
+        assert not token.exists() and server.access.grants() == {}
     assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no device is serving" in err[0]

@@ -286,7 +286,8 @@ class DeviceServer:
         self.device.run(_integer(request, "cycles"))
         return {"cycle": self.device.cycle,
                 "queued": [self.device.queued(p) for p in range(self.device.port_count)],
-                "delivered": self.device.delivered_waiting()}
+                # Held packets (popped from the device by a tenant, not theirs) wait too.
+                "delivered": self.device.delivered_waiting() + len(self._held)}
 
     def _op_drain(self, request):
         cycles = self.device.run_until_drained(

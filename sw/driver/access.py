@@ -34,7 +34,7 @@ import os
 import re
 import secrets
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .tenant_scope import RegisterScope, region_prefixes
@@ -70,7 +70,7 @@ class Role:
     scope: RegisterScope | None = None
     keys: frozenset = frozenset()
     revoked: bool = False
-    denials: int = field(default=0)
+    denials: int = 0
 
     @property
     def name(self):
@@ -145,6 +145,14 @@ class AccessControl:
                 found = role
         return found
 
+    def login(self, role, token):
+        """The role ``token`` gives a connection whose role is ``role`` now; an unknown (or
+        revoked) token is a denial, counted against ``role``."""
+        found = self.authenticate(token)
+        if found is None:
+            self._deny(role, "unknown or revoked token")
+        return found
+
     # --- the check ---------------------------------------------------------------------------
     def check(self, role, request, key_of=None):
         """Raise :class:`AccessDenied` (and count it) unless ``role`` (``None``: no token yet)
@@ -152,11 +160,13 @@ class AccessControl:
         carries (``None`` for a frame with none)."""
         reason = self._reason(role, request, key_of)
         if reason is not None:
-            kind = "anonymous" if role is None else role.kind
-            self.denials[kind] += 1
-            if role is not None:
-                role.denials += 1
-            raise AccessDenied(f"denied: {reason}")
+            self._deny(role, reason)
+
+    def _deny(self, role, reason):
+        self.denials["anonymous" if role is None else role.kind] += 1
+        if role is not None:
+            role.denials += 1
+        raise AccessDenied(f"denied: {reason}")
 
     def _reason(self, role, request, key_of):
         op = request.get("op")

@@ -195,7 +195,7 @@ def cmd_status(args):
         client = await DeviceClient.connect(args.socket, args.port)
         async with client:
             hello = await client.hello()
-            if (client.role or {}).get("role") == "tenant":
+            if client.role_kind == "tenant":
                 # A tenant's token: its own figures only (the server refuses the rest).
                 status = await read_tenant_status(SocketBus(client), hello["regmap"],
                                                   await client.request("access"))
@@ -257,26 +257,19 @@ def _state_path(args):
 async def _grant(client, record):
     """Issue the tenant of ``record`` (a deployed tenant) a token over its regions and keys (a
     new one: an earlier one stops working) and write it owner-only beside the operator's; its
-    path, or ``None`` where the device does not hand out tokens (a server from before access
-    control)."""
+    path, or ``None`` when this connection is not the operator's (only it may grant)."""
     from .access import tenant_token_file, write_token
-    from .client import DeviceError
-    if (client.role or {}).get("role") != "operator":
+    if client.role_kind != "operator":
         return None
-    try:
-        token = (await client.request(
-            "grant", tenant=record.tenant, regions=sorted({*record.regions, *record.branches}),
-            keys=list(record.keys)))["token"]
-    except DeviceError as e:
-        if "unknown op" in str(e):
-            return None
-        raise
+    token = (await client.request(
+        "grant", tenant=record.tenant, regions=sorted({*record.regions, *record.branches}),
+        keys=list(record.keys)))["token"]
     return write_token(tenant_token_file(client.endpoint, record.tenant), token)
 
 
 async def _revoke(client, tenant):
     from .access import tenant_token_file
-    if (client.role or {}).get("role") == "operator":
+    if client.role_kind == "operator":
         await client.request("revoke", tenant=tenant)
         tenant_token_file(client.endpoint, tenant).unlink(missing_ok=True)
 

@@ -55,6 +55,8 @@ class DeviceClient:
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._lost = None       # why the connection is unusable, once it is
+        #: What the server made of the token: ``{"role": ...}`` (``None``: none presented).
+        self.role = None
 
     @classmethod
     async def connect(cls, socket_path=None, port=None, host="127.0.0.1", token=None):
@@ -78,8 +80,6 @@ class DeviceClient:
             raise DeviceUnavailable(f"cannot connect to {endpoint}: {e.strerror or e}") from None
         client = cls(reader, writer, endpoint)
         token, source = _token(endpoint, token)
-        #: What the server made of the token: ``{"role": ...}`` (``None``: none presented).
-        client.role = None
         if token is not None:
             try:
                 client.role = await client.request("auth", token=token)
@@ -88,6 +88,11 @@ class DeviceClient:
                 raise DeviceError(f"the device on {endpoint} refused the token from {source} "
                                   f"({e})") from None
         return client
+
+    @property
+    def role_kind(self):
+        """``"operator"``, ``"tenant"``, or ``None`` when the connection presented no token."""
+        return (self.role or {}).get("role")
 
     async def close(self):
         self._writer.close()

@@ -77,8 +77,6 @@ import socket
 import struct
 from pathlib import Path
 
-from .access import AccessDenied
-
 __all__ = ["PROTOCOL_VERSION", "MAX_MESSAGE", "ServerError", "DeviceServer", "default_socket",
            "check_endpoint_free", "read_message", "write_message", "serve_design", "serve_mapped",
            "serving_in_thread"]
@@ -269,16 +267,19 @@ class DeviceServer:
         self.device.push(port, _frame(request), _integer(request, "at", default=0))
         return {"queued": self.device.queued(port)}
 
-    def _op_push_batch(self, request):
+    def _batch(self, request):
+        """``(port, frame, at)`` of each packet of a ``push_batch``, all checked first."""
         ports, frames = request.get("ports"), request.get("frames_b64")
         at = request.get("at", [0] * len(ports) if isinstance(ports, list) else None)
         if not all(isinstance(x, list) for x in (ports, frames, at)) \
                 or not len(ports) == len(frames) == len(at):
             raise ValueError("push_batch needs lists ports, frames_b64 (and at) of one length")
         high = self.device.port_count - 1
-        batch = [(_integer({"port": p}, "port", 0, high), _base64(f, "frames_b64 entries"),
-                  _integer({"at": a}, "at")) for p, f, a in zip(ports, frames, at)]
-        for port, frame, cycle in batch:
+        return [(_integer({"port": p}, "port", 0, high), _base64(f, "frames_b64 entries"),
+                 _integer({"at": a}, "at")) for p, f, a in zip(ports, frames, at)]
+
+    def _op_push_batch(self, request):
+        for port, frame, cycle in self._batch(request):
             self.device.push(port, frame, cycle)
         return {"queued": [self.device.queued(p) for p in range(self.device.port_count)]}
 
@@ -323,14 +324,8 @@ class DeviceServer:
         from ..sim.parser_model import ParserModel
         if self._parser is None:
             self._parser = ParserModel.of(self.description.get("config", {}))
-        if request.get("op") == "push":
-            frames = [_frame(request)]
-        else:
-            frames = request.get("frames_b64")
-            if not isinstance(frames, list):
-                raise ValueError("push_batch needs lists ports, frames_b64 (and at) of one "
-                                 "length")
-            frames = [_base64(f, "frames_b64 entries") for f in frames]
+        frames = ([_frame(request)] if request.get("op") == "push"
+                  else [frame for _, frame, _ in self._batch(request)])
         keys = []
         for frame in frames:
             meta = self._parser.parse(frame)
@@ -366,10 +361,7 @@ class DeviceServer:
         """``(role, result)`` of an access op; ``role`` is the connection's from now on."""
         op = request["op"]
         if op == "auth":
-            found = self.access.authenticate(request.get("token"))
-            if found is None or found.revoked:
-                self.access.denials["anonymous" if role is None else role.kind] += 1
-                raise AccessDenied("denied: unknown or revoked token")
+            found = self.access.login(role, request.get("token"))
             result = {"role": found.kind}
             if found.tenant is not None:
                 result["tenant"] = found.tenant
@@ -390,8 +382,7 @@ class DeviceServer:
         allowed, carried out; ``auth`` may change the role."""
         reply = {"id": request.get("id")}
         try:
-            if request.get("op") in ("push", "push_batch") and role is not None \
-                    and role.tenant is not None:
+            if request.get("op") in ("push", "push_batch"):
                 # A tenant's frames are read by the parser model (about 160 us each): on the
                 # worker, so a large batch does not stop the loop serving other connections.
                 await asyncio.get_running_loop().run_in_executor(

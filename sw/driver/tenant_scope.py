@@ -82,7 +82,6 @@ class RegisterScope:
         self.blocks = tuple(name for _, _, name in spans
                             if any(_matches(prefix, name) for prefix in self.allowed_prefixes))
         wanted = set(readable_registers)
-        self.readable_registers = tuple(sorted(wanted))
         self._readable_words = {
             register["address"] + 4 * word
             for block in regmap_json["blocks"] for register in block["registers"]

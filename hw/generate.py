@@ -4,7 +4,7 @@ import json
 import os
 from pathlib import Path
 
-from .config import DesignConfig
+from ..desc.config import DesignConfig
 from .parser.meta import meta_layout
 from .top import ParserTop
 
@@ -79,7 +79,7 @@ def analyse_transformed(config: DesignConfig, progress=None):
             and config.yieldable_state == "boundary"):
         return {}
     from .nic.region import Personality
-    from .nic.top import load_personalities, nic_shape
+    from ..desc.nic.blocks import load_personalities, nic_shape
     from .transform.parallel import analyse_all
     shape = nic_shape(config)
     specs = {s.name: s for r, specs in enumerate(load_personalities(config))
@@ -101,7 +101,7 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
     the personality under the state-yielding transform, and ``<...>.statemap.json`` beside it
     maps its state words to names in that Verilog (under ``"state_maps"``)."""
     from amaranth.back import verilog
-    from .chain.spec import load_chain
+    from ..desc.chain import load_chain
     from .chain.top import ChainTop
 
     specs = [load_chain(p) for p in config.chain_paths()]  # validate all before writing any
@@ -119,7 +119,7 @@ def write_design(config: DesignConfig, out_dir, progress=None, personalities=Fal
              "personalities": {}, "state_maps": {}}
     if personalities and config.is_nic:
         from .nic.region import Personality
-        from .nic.top import nic_shape
+        from ..desc.nic.blocks import nic_shape
         shape = nic_shape(config)
         transformed = {s.name for r, specs in enumerate(top.personalities)
                        if r in config.yieldable_regions for s in specs}

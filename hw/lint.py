@@ -12,7 +12,7 @@ WAIVERS = Path(__file__).with_name("lint.vlt")
 
 def lint(verilog_path):
     """Return (ok, report). ``ok`` is True when Verilator prints no warning and no error."""
-    from ..sim.toolchain import ensure_verilator
+    from ..toolchain import ensure_verilator
     exe = ensure_verilator()
     cmd = [str(exe), "--lint-only", "-Wall", str(WAIVERS), str(verilog_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -10,7 +10,7 @@ Contract (after `amaranth.lib.stream`):
 * ``keep`` marks the bytes that belong to the packet: all ones on every beat but the last, and a
   contiguous run from byte 0 on the last beat. A packet that breaks this rule is still carried
   and counted, and the parser flags it (``keep_error``) on its last beat.
-* ``meta`` is sideband metadata (the parser's :class:`~supernic.hw.parser.meta.MetaLayout`, or
+* ``meta`` is sideband metadata (the parser's :class:`~supernic.desc.meta.MetaLayout`, or
   nothing before the parser). It is constant across the beats of a packet, except for fields
   documented as valid with ``last`` only (the tail flags).
 
@@ -20,15 +20,9 @@ AXI4-Stream names (``tdata``, ``tkeep``, ...) appear only in the top-level shell
 
 from amaranth.lib import data, stream
 
+from ..desc.config import check_data_width
+
 __all__ = ["packet_layout", "PacketSignature", "check_data_width"]
-
-_WIDTHS = (8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-def check_data_width(data_width):
-    if not isinstance(data_width, int) or data_width not in _WIDTHS:
-        raise ValueError(f"Data width must be one of {_WIDTHS}, not {data_width!r}")
-    return data_width
 
 
 def packet_layout(data_width, meta_layout=None):

@@ -16,43 +16,15 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
-from .config import DesignConfig
+from ..desc.config import DesignConfig
 from .csr.axil import AxiLiteSignature
 from .csr.regfile import RegisterFile
-from .csr.registers import R, Register, RegisterBlock, RegisterMap
+from ..desc.blocks import CSR_ADDR_WIDTH, DESIGN_VERSION, parser_register_map
 from .parser.meta import meta_layout
 from .parser.parser import HeaderParser
 from .shell import SHELL_MEMBERS, connect_port, registered_reset
 
-__all__ = ["ParserTop", "register_map", "id_block", "parser_block", "drive_id",
-           "drive_id_and_parser", "ID_TYPE", "PARSER_TYPE", "DESIGN_VERSION", "CSR_ADDR_WIDTH"]
-
-ID_TYPE = 0x534E4943      # 'SNIC'
-PARSER_TYPE = 0x50415253  # 'PARS'
-DESIGN_VERSION = 0x0001_0000
-CSR_ADDR_WIDTH = 16
-
-
-def id_block():
-    return RegisterBlock("id", ID_TYPE, 0x0001_0000, [
-        Register("build_id", 32, R, doc="Hash of the build configuration"),
-        Register("design_version", 32, R, doc="Version of the generated design (major.minor)"),
-        Register("data_width", 32, R, doc="Bits per stream beat"),
-        Register("header_bytes", 32, R, doc="Parser capture window in bytes"),
-    ], doc="Identifies the design and its build parameters")
-
-
-def parser_block():
-    return RegisterBlock("parser", PARSER_TYPE, 0x0001_0000, [
-        Register("packets", 64, R, doc="Packets that left the parser"),
-        Register("bytes", 64, R, doc="Bytes that left the parser"),
-        Register("malformed", 64, R, doc="Packets with any error flag set"),
-    ], doc="Header parser counters")
-
-
-def register_map(config: DesignConfig):
-    return RegisterMap([id_block(), parser_block()])
-
+__all__ = ["ParserTop", "drive_id", "drive_id_and_parser"]
 
 def drive_id(m, csr, build_id, data_width, header_bytes):
     """Drive the ``id`` block of register file ``csr`` (every design and test shell has one)."""
@@ -77,7 +49,7 @@ class ParserTop(wiring.Component):
     def __init__(self, config: DesignConfig):
         self.config = config
         self.meta_layout = meta_layout(config.header_bytes)
-        self.regmap = register_map(config)
+        self.regmap = parser_register_map()
         super().__init__({
             **SHELL_MEMBERS,
             "s_axis": In(AxiStreamSignature(config.data_width)),

@@ -15,9 +15,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..hw.cache import cache_root, locked as _locked
-from ..hw.config import ConfigError
-from .toolchain import ensure_verilator
+from ..cache import cache_root, locked as _locked
+from ..desc.config import ConfigError
+from ..toolchain import ensure_verilator
 
 __all__ = ["cache_root", "generated_design", "generated_component", "build_simulator",
            "Simulator", "VERILATOR_ARGS", "SPLIT_CFUNCS"]
@@ -37,11 +37,15 @@ VERILATOR_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "0", "-
 
 
 def _sources_hash() -> str:
-    hw = Path(__file__).resolve().parent.parent / "hw"
+    """A digest of what generated Verilog depends on: the gateware (hw/) and the description
+    layer it is built from (sw/desc/: register blocks, NT descriptions, chain specifications)."""
+    from .. import desc, hw
     h = hashlib.sha256()
-    for path in sorted(hw.rglob("*.py")):
-        h.update(path.relative_to(hw).as_posix().encode())
-        h.update(path.read_bytes())
+    for package in (hw, desc):
+        folder = Path(package.__file__).resolve().parent
+        for path in sorted(folder.rglob("*.py")):
+            h.update(f"{package.__name__}/{path.relative_to(folder).as_posix()}".encode())
+            h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 

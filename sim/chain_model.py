@@ -12,8 +12,8 @@ spec's ``dst`` addresses and ``dport`` ports with correct checksums, so rules an
 import copy
 import random
 
-from ..hw.chain.spec import ChainSpec, Parallel
-from ..hw.nt.task import model_class
+from ..desc.chain import ChainSpec, Parallel
+from .nt.base import model_class
 from .nt.checksum import internet_checksum
 from .parser_model import ParserModel
 from .nt.base import light_frames

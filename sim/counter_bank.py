@@ -3,7 +3,7 @@
 :class:`CounterBankModel` is what the bank promises: plain counters, an event adds 1 and a
 clear in the same cycle wins. The hardware keeps each count as a memory row plus a small delta
 and a ``cleared`` flag; :func:`bank_counts` and :func:`store_bank_counts` turn a state-map
-decode (hw/transform/statemap.py) of a transformed NT into counts and back, for the NT models'
+decode (sw/desc/statemap.py) of a transformed NT into counts and back, for the NT models'
 hand-off to and from the hardware.
 """
 

@@ -6,7 +6,7 @@ bus transfer with it. It reads the map through :func:`words_from_json`, like the
 """
 
 from supernic.driver.transport import Response
-from supernic.hw.csr.registers import R, RW, W1P, RegisterMap, words_from_json
+from supernic.desc.registers import R, RW, W1P, RegisterMap, words_from_json
 
 __all__ = ["RegisterFileModel"]
 
@@ -16,7 +16,7 @@ def _strobe_mask(strobe):
 
 
 class RegisterFileModel:
-    """Reference model for a :class:`~supernic.hw.csr.registers.RegisterMap` (or its JSON).
+    """Reference model for a :class:`~supernic.desc.registers.RegisterMap` (or its JSON).
 
     ``pulses`` lists every W1P strobe as ``(block, register, bits)``, with ``bits`` at their
     position in the register, and every access strobe as ``(block, "<register>_stb", value)``

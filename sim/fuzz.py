@@ -24,14 +24,14 @@ a campaign can be made again alone (:func:`fuzz_frame`). The mutations:
 ``max_size``      a generated frame of 9,000 bytes (the largest jumbo frame we carry).
 
 Where the headers are comes from the reference model's own walk (its ``trace``), and which
-fields hold lengths from the declarations in ``hw/parser/headers.py``; nothing here knows a
+fields hold lengths from the declarations in ``sw/desc/headers.py``; nothing here knows a
 protocol by hand except through the generator.
 """
 
 import random
 from dataclasses import replace
 
-from ..hw.parser.headers import HEADERS_BY_NAME, EndOf, LengthFrom, DEFAULT_EXT_HEADERS
+from ..desc.headers import HEADERS_BY_NAME, EndOf, LengthFrom, DEFAULT_EXT_HEADERS
 from .traffic import (
     EXT_AH, EXT_DEST_OPTS, EXT_FRAGMENT, EXT_HOP_BY_HOP, EXT_ROUTING, SIZE_MAX, TPID_CTAG,
     TPID_STAG, build, layout, random_spec)

@@ -1,15 +1,15 @@
 """Reference model of the header parser, derived from the same declarations as the hardware.
 
 Deliberately naive: walk the frame's bytes header by header with the rules written in
-:mod:`supernic.hw.parser.headers`. The hardware must produce exactly this metadata for every
+:mod:`supernic.desc.headers`. The hardware must produce exactly this metadata for every
 packet (see ``tests/test_parser_hw.py``); scapy checks the model (``tests/test_parser_model.py``).
 """
 
-from ..hw.parser.headers import (
+from ..desc.headers import (
     HEADERS_BY_NAME, FIRST_HEADER, LAYERS, DEFAULT_EXT_HEADERS, LengthFrom, Offset, EndOf,
     HeaderLength, DatagramLeft)
-from ..hw.parser.meta import (
-    meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS)
+from ..desc.meta import RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
+from ..hw.parser.meta import meta_layout
 from .layout_codec import zero
 from .traffic import checksum16
 from .toeplitz import toeplitz, flow_hash_input
@@ -66,7 +66,7 @@ class ParserModel:
 
     @classmethod
     def of(cls, config):
-        """The model of the parser ``config`` builds: a :class:`~supernic.hw.config.DesignConfig`
+        """The model of the parser ``config`` builds: a :class:`~supernic.desc.config.DesignConfig`
         or the ``config`` mapping a generated design's description carries."""
         get = config.get if isinstance(config, dict) else lambda k, d: getattr(config, k, d)
         return cls(get("header_bytes", DEFAULT_HEADER_BYTES),
@@ -181,3 +181,14 @@ class ParserModel:
         flags["length_error"] = int(length < meta["min_len"])
         flags["keep_error"] = int(bool(keep_error))
         return meta
+
+
+def tenant_key_reader(config):
+    """A function from a frame to its tenant key as the parser ``config`` builds reads it
+    (``None`` for a frame with none): what the device server checks a tenant's pushes on."""
+    parser = ParserModel.of(config)
+
+    def read_key(frame):
+        meta = parser.parse(frame)
+        return meta["tenant_key"] if meta.get("tenant_kind") else None
+    return read_key

@@ -13,7 +13,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .build import build_simulator, cache_root, generated_component, generated_design
+from .build import build_simulator, generated_component, generated_design
+from ..cache import cache_root
 
 __all__ = ["design_simulator", "run_bench", "quiet_fds", "passthrough_simulator",
            "task_simulator", "chain_simulator", "chain_design"]
@@ -87,12 +88,12 @@ def task_simulator(kind, data_width, params=None, header_bytes=256, progress=pri
 
 def chain_design(spec_path, config=None, progress=print):
     """Verilog and description of the single-tenant design for the chain at ``spec_path``."""
-    from ..hw.chain.spec import load_chain
+    from ..desc.chain import load_chain
     from ..hw.chain.top import ChainTop
-    from ..hw.config import DesignConfig
+    from ..desc.config import DesignConfig
 
     spec_path = Path(spec_path).resolve()
-    from ..hw.chain.top import chain_register_map
+    from ..desc.blocks import chain_register_map
 
     spec = load_chain(spec_path)
     config = (config or DesignConfig()).with_(name=f"chain_{spec.name}")

@@ -24,8 +24,9 @@ from supernic.driver.access import AccessControl, token_file
 from supernic.driver.client import DeviceClient, DeviceError
 from supernic.driver.server import MAX_MESSAGE, DeviceServer, serving_in_thread
 from supernic.driver.transport import Response
-from supernic.hw.config import load_config
+from supernic.desc.config import load_config
 from supernic.hw.generate import top_component
+from supernic.sim.parser_model import tenant_key_reader
 
 NIC_TEST = "tests/data/nic_test.toml"
 TENANT, REGIONS, KEY = 1, [1, 3], 101
@@ -293,7 +294,7 @@ def test_a_tenant_sends_only_its_own_keys(tmp_path, description):
     mine = [tag_frame(f, parser.parse(f), KEY) for f in frames[:3]]
     theirs = tag_frame(frames[3], parser.parse(frames[3]), KEY + 1)
     device = RecordingDevice(description["registers"])
-    server = DeviceServer(device, description)
+    server = DeviceServer(device, description, read_key=tenant_key_reader(description["config"]))
     sock = tmp_path / "device.sock"
 
     async def scenario():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from supernic.hw.config import DesignConfig
+from supernic.desc.config import DesignConfig
 from supernic.sim.session import chain_simulator, run_bench
 from supernic.tools.bench_nt import example_chains
 

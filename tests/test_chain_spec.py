@@ -3,7 +3,7 @@ each (the messages are pinned)."""
 
 import pytest
 
-from supernic.hw.chain.spec import ChainError, Parallel, load_chain, parse_chain
+from supernic.desc.chain import ChainError, Parallel, load_chain, parse_chain
 
 
 def _node(name, nt="acl", **extra):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from supernic.driver.cli import main
-from supernic.hw.config import ConfigError, DesignConfig, load_config
+from supernic.desc.config import ConfigError, DesignConfig, load_config
 from supernic.hw.lint import lint
 from supernic.sim.build import generated_design
 
@@ -73,12 +73,9 @@ def test_config_errors(tmp_path, text, message):
 def test_cli_config_error_exit_code(tmp_path, capsys):
     path = tmp_path / "c.toml"
     path.write_text('[design]\ndata_width = 7\n')
-    with pytest.raises(SystemExit) as e:
-        main(["build", "--config", str(path), "--out", str(tmp_path)])
-    assert e.value.code == 2
+    assert main(["build", "--config", str(path), "--out", str(tmp_path)]) == 2
     assert "data_width" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["build", "--config", str(tmp_path / "missing.toml"), "--out", str(tmp_path)])
+    assert main(["build", "--config", str(tmp_path / "missing.toml"), "--out", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -257,3 +254,74 @@ def test_deploy_reads_the_spec_before_it_asks_for_a_device(tmp_path, capsys, tex
     assert main(["deploy", str(good), "--tenant", "0", *nowhere]) == 2
     err = capsys.readouterr().err
     assert str(spec) not in err and "device" in err
+
+
+# Every error the CLI reports is a SnicError carrying its exit code, caught once, in main():
+# 2 refused before anything changed (bad usage, configuration or request, no device), 1 failed
+# on the device. (module, class, constructor arguments, the exit code it must give)
+SNIC_ERRORS = [
+    ("supernic.desc.config", "ConfigError", ("bad configuration",), 2),
+    ("supernic.driver.client", "DeviceUnavailable", ("no device is serving on x",), 2),
+    ("supernic.driver.client", "DeviceError", ("the device failed",), 1),
+    ("supernic.driver.transport", "RegisterAccessError", (0x40, 0b10), 1),
+    ("supernic.driver.discovery", "UnsupportedDesignError", ("design not supported: v9",), 2),
+    ("supernic.driver.control", "DeployRefused", ("tenant 3 is not deployed",), 2),
+    ("supernic.driver.control", "DeployFailed", ("rolled back",), 1),
+    ("supernic.driver.control", "ControlTimeout", ("timed out",), 1),
+    ("supernic.driver.state", "StateError", ("region 3 is running",), 2),
+    ("supernic.sim.nt.base", "StateBridgeError", ("no mapping",), 2),
+]
+
+
+def _error_class(module, name):
+    import importlib
+    from supernic.desc.errors import SnicError
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, SnicError)
+    return cls
+
+
+@pytest.mark.parametrize("command", [["status"], ["undeploy", "--tenant", "1"]])
+@pytest.mark.parametrize("module,name,arguments,code", SNIC_ERRORS,
+                         ids=[e[1] for e in SNIC_ERRORS])
+def test_one_catch_gives_each_error_its_exit_code(monkeypatch, capsys, tmp_path, command,
+                                                  module, name, arguments, code):
+    """An error raised deep inside a command (here: connecting to the device) reaches main(),
+    which prints it as one line and returns the class's exit code: no command maps it."""
+    from supernic.driver.client import DeviceClient
+    cls = _error_class(module, name)
+    error = cls(*arguments)
+
+    async def connect(*args, **kwargs):
+        raise error
+    monkeypatch.setattr(DeviceClient, "connect", connect)
+    assert main([*command, "--socket", str(tmp_path / "dev.sock")]) == cls.exit_code == code
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [f"snic: error: {error}"]
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("module,name,arguments,code", SNIC_ERRORS,
+                         ids=[e[1] for e in SNIC_ERRORS])
+def test_main_catches_what_a_command_raises(monkeypatch, capsys, module, name, arguments, code):
+    import supernic.driver.cli as cli
+    cls = _error_class(module, name)
+
+    def status(args):
+        raise cls(*arguments)
+    monkeypatch.setattr(cli, "cmd_status", status)
+    assert main(["status"]) == code
+    err = capsys.readouterr().err
+    assert err.count("snic: error:") == 1 and err.count("\n") == 1
+
+
+def test_a_bug_is_not_swallowed(monkeypatch, capsys):
+    """Only SnicErrors become a message: any other exception is a bug and keeps its traceback."""
+    import supernic.driver.cli as cli
+
+    def status(args):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(cli, "cmd_status", status)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["status"])
+    assert "snic: error:" not in capsys.readouterr().err

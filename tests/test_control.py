@@ -28,13 +28,14 @@ from supernic.driver.discovery import UnsupportedDesignError
 from supernic.driver.server import DeviceServer, serving_in_thread
 from supernic.driver.state import register_of_port
 from supernic.driver.transport import RegisterBus, Response
-from supernic.hw.chain.spec import ChainError, load_chain, split_chain
-from supernic.hw.config import DesignConfig, load_config
+from supernic.desc.chain import ChainError, load_chain, split_chain
+from supernic.desc.config import DesignConfig, load_config
 from supernic.hw.generate import design_description
-from supernic.hw.nic.classifier import ClassifierEntry, entry_layout
-from supernic.hw.nic.layout import NicShape
-from supernic.hw.nic.region import personality_block_name
-from supernic.hw.transform.statemap import StateMap
+from supernic.hw.nic.classifier import entry_layout
+from supernic.desc.nic.classifier import ClassifierEntry
+from supernic.desc.nic.shape import NicShape
+from supernic.desc.nic.region import personality_block_name
+from supernic.desc.statemap import StateMap
 from supernic.sim.csr_model import RegisterFileModel
 
 ROOT = Path(__file__).resolve().parents[1]

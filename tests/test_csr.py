@@ -13,7 +13,7 @@ from supernic.driver.discovery import (
 from supernic.driver.transport import MemoryBus, RegisterAccessError, Response
 from supernic.hw.csr.axil import AxiLiteSignature
 from supernic.hw.csr.regfile import RegisterFile
-from supernic.hw.csr.registers import (
+from supernic.desc.registers import (
     R, RW, W1P, Register, RegisterBlock, RegisterMap, words_from_json,
 )
 from supernic.sim.csr_model import RegisterFileModel
@@ -321,8 +321,8 @@ class TestDiscovery:
         blocks = run(discover(MemoryBus(chain((0, ID_TYPE, 0x0002_0001, 0)))))
         with pytest.raises(UnsupportedDesignError) as info:
             check_supported(blocks)
-        assert str(info.value) == ("block id (type 0x534E4943) version 2.1 is not supported by "
-                                   "this driver (supports 1.*)")
+        assert str(info.value) == ("design not supported: block id (type 0x534E4943) version "
+                                   "2.1 is not supported by this driver (supports 1.*)")
         newer_minor = run(discover(MemoryBus(chain((0, PARS_TYPE, 0x0001_0007, 0)))))
         assert check_supported(newer_minor) == []
 
@@ -370,8 +370,9 @@ class TestDiscovery:
 def test_regfile_cocotb(tmp_path):
     from amaranth.back import verilog
 
-    from supernic.sim.build import build_simulator, cache_root
-    from supernic.sim.toolchain import amaranth_env
+    from supernic.sim.build import build_simulator
+    from supernic.cache import cache_root
+    from supernic.toolchain import amaranth_env
 
     amaranth_env()
     source_dir = cache_root() / "gen" / "csr_top"

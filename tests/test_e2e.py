@@ -26,8 +26,8 @@ import pytest
 from supernic.driver.client import DeviceClient, SocketBus
 from supernic.driver.discovery import read_register, write_register
 from supernic.driver.traffic import delivered_tags
-from supernic.hw.chain.spec import load_chain
-from supernic.hw.nic.classifier import ClassifierConfig
+from supernic.desc.chain import load_chain
+from supernic.desc.nic.classifier import ClassifierConfig
 from supernic.sim.chain_model import ChainModel, chain_traffic
 from supernic.sim.nic.classifier import ClassifierModel
 from supernic.sim.nic.nic_model import tag_frame

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 from supernic.driver.cli import main as snic
-from supernic.hw.config import DesignConfig, load_config
+from supernic.desc.config import DesignConfig, load_config
 from supernic.sim.fuzz import MUTATIONS, fuzz_frame, fuzz_frames
 from supernic.sim.parser_model import ParserModel
 from supernic.tools import fuzz

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from supernic.hw.config import load_config
+from supernic.desc.config import load_config
 from supernic.tools.hostile import hostile_bench
 
 NIC_TEST = Path(__file__).parent / "data" / "nic_test.toml"

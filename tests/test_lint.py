@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supernic.hw.config import load_config
+from supernic.desc.config import load_config
 from supernic.hw.lint import lint
 from supernic.sim.build import generated_design
 

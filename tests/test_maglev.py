@@ -1,4 +1,4 @@
-"""Maglev table builder (sim/maglev.py): the properties §3.4 of the paper promises, checked on
+"""Maglev table builder (sw/desc/maglev.py): the properties §3.4 of the paper promises, checked on
 the tables themselves and on flows hashed through them."""
 
 import collections
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from supernic.sim.maglev import build_table, is_prime, permutation
+from supernic.desc.maglev import build_table, is_prime, permutation
 
 NAMES = [f"10.1.0.{i}:8080" for i in range(10)]
 

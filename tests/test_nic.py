@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supernic.hw.config import load_config
+from supernic.desc.config import load_config
 from supernic.sim.session import design_simulator, run_bench
 
 TEST_NIC_PATH = Path(__file__).parent / "data" / "nic_test.toml"

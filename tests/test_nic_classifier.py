@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from supernic.hw.chain.spec import load_chain
-from supernic.hw.nic.classifier import (
-    ClassifierConfig, ClassifierEntry, DefaultAction, KeyKind, TenantClassifier,
-    classifier_block)
-from supernic.hw.nic.layout import NicShape
-from supernic.hw.parser.meta import TenantKind
+from supernic.desc.chain import load_chain
+from supernic.hw.nic.classifier import TenantClassifier
+from supernic.desc.nic.classifier import (ClassifierConfig, ClassifierEntry, DefaultAction, KeyKind, classifier_block)
+from supernic.desc.nic.shape import NicShape
+from supernic.desc.meta import TenantKind
 from supernic.sim.nic.classifier import ClassifierModel
 from supernic.sim.parser_model import ParserModel
 from supernic.sim.session import run_bench

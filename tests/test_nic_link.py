@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from supernic.hw.chain.spec import ChainError, load_chain, parse_chain, split_chain
-from supernic.hw.config import ConfigError, DesignConfig, load_config
+from supernic.desc.chain import ChainError, load_chain, parse_chain, split_chain
+from supernic.desc.config import ConfigError, DesignConfig, load_config
 from supernic.sim.chain_model import ChainModel, chain_traffic
 from supernic.sim.parser_model import ParserModel
 from supernic.sim.session import design_simulator, run_bench
@@ -98,7 +98,7 @@ def test_link_takes_effect_only_when_both_regions_are_empty():
     regions are wired to their own store ports again."""
     from amaranth.sim import Simulator
 
-    from supernic.hw.nic.layout import NicShape
+    from supernic.desc.nic.shape import NicShape
     from supernic.hw.nic.link import RegionLink
 
     link = RegionLink(NicShape(64, 256, 2, 2, 3))

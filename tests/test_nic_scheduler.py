@@ -4,10 +4,10 @@ backpressure, offline regions and table commits; saturation shares per policy; l
 
 import pytest
 
-from supernic.hw.nic.layout import NicShape
-from supernic.hw.nic.scheduler import (SchedulerConfig, SchedulerShell, TenantScheduler,
-                                       scheduler_block, shell_register_map, trace_layout)
-from supernic.hw.config import ConfigError
+from supernic.desc.nic.shape import NicShape
+from supernic.hw.nic.scheduler import (SchedulerShell, TenantScheduler, shell_register_map, trace_layout)
+from supernic.desc.nic.scheduler import SchedulerConfig, scheduler_block
+from supernic.desc.config import ConfigError
 from supernic.sim.build import build_simulator, generated_component
 from supernic.sim.nic.scheduler import (SchedulerModel, TenantLoad, drf_allocation,
                                         expected_shares)

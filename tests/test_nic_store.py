@@ -5,7 +5,7 @@ and region stalls, and a store small enough to refuse packets."""
 
 import pytest
 
-from supernic.hw.nic.layout import NicShape
+from supernic.desc.nic.shape import NicShape
 from supernic.hw.nic.store import PacketStore
 from supernic.sim.nic.store import PacketStoreModel
 from supernic.sim.parser_model import ParserModel

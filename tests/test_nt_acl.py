@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from supernic.hw.nt.acl import AclAction, AclConfig, AclFirewall, AclRule
+from supernic.desc.nt.acl import AclAction, AclConfig, AclRule
+from supernic.hw.nt.acl import AclFirewall
 from supernic.hw.nt.task import ConfigError
 from supernic.sim.nt.acl import AclModel
 from supernic.sim.parser_model import ParserModel

@@ -15,10 +15,11 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
-from supernic.hw.nt.chacha20 import ChaCha20Config, ChaCha20Task
-from supernic.hw.nt.chacha20_core import ROUNDS_PER_CYCLE, ChaCha20Core
+from supernic.desc.nt.chacha20 import ROUNDS_PER_CYCLE, ChaCha20Config
+from supernic.hw.nt.chacha20 import ChaCha20Task
+from supernic.hw.nt.chacha20_core import ChaCha20Core
 from supernic.hw.nt.task import ConfigError
-from supernic.hw.parser.meta import TAIL_FLAGS
+from supernic.desc.meta import TAIL_FLAGS
 from supernic.hw.stream import packet_layout
 from supernic.sim.layout_codec import decode, encode
 from supernic.sim.nt.chacha20 import (

@@ -9,8 +9,8 @@ import pytest
 from scapy.all import IP, TCP, UDP, Ether, IPv6
 from scapy.layers.vxlan import VXLAN
 
-from supernic.hw.nt.checksum import (ChecksumOffload, ChecksumVerify, OffloadConfig,
-                                     VerifyConfig)
+from supernic.desc.nt.checksum import OffloadConfig, VerifyConfig
+from supernic.hw.nt.checksum import ChecksumOffload, ChecksumVerify
 from supernic.hw.nt.task import ConfigError
 from supernic.sim.nt.checksum_offload import (ChecksumOffloadModel, ChecksumVerifyModel,
                                               checksum_fields, corrupt_checksums,

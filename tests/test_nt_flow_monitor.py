@@ -10,8 +10,9 @@ import random
 
 import pytest
 
-from supernic.hw.nt.flow_monitor import (
-    FlowMonitor, FlowMonitorConfig, sketch_column, sketch_input, sketch_matrix)
+from supernic.desc.nt.flow_monitor import (
+    FlowMonitorConfig, sketch_column, sketch_input, sketch_matrix)
+from supernic.hw.nt.flow_monitor import FlowMonitor
 from supernic.hw.nt.task import ConfigError
 from supernic.sim.nt.base import skips
 from supernic.sim.nt.flow_monitor import FlowMonitorModel, flow_key, query_hash

@@ -15,8 +15,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 
-from supernic.hw.nt.load_balancer import (
-    Backend, L4LoadBalancer, LoadBalancerConfig, flow_index)
+from supernic.desc.nt.load_balancer import Backend, LoadBalancerConfig
+from supernic.hw.nt.load_balancer import L4LoadBalancer, flow_index
 from supernic.hw.nt.task import ConfigError
 from supernic.sim.nt.base import skips
 from supernic.sim.nt.load_balancer import (

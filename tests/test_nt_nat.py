@@ -8,7 +8,8 @@ import random
 import pytest
 from scapy.all import IP, TCP, UDP, Ether, IPv6, Raw, defragment, fragment
 
-from supernic.hw.nt.nat import NatConfig, NatEntry, NatTranslator
+from supernic.desc.nt.nat import NatConfig, NatEntry
+from supernic.hw.nt.nat import NatTranslator
 from supernic.hw.nt.task import ConfigError
 from supernic.sim.nt.checksum import ones_sum, words16
 from supernic.sim.nt.checksum_offload import scapy_recomputed, scapy_round_trips

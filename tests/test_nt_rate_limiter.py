@@ -10,9 +10,9 @@ import pytest
 from amaranth.sim import Simulator
 from scapy.all import ARP, IP, UDP, VXLAN, Dot1Q, Ether, IPv6, Raw
 
-from supernic.hw.nt.rate_limiter import (
-    RATE_FRACTION_BITS, Action, Bucket, ClassKind, RateLimiter, RateLimiterConfig,
-    TrafficClass)
+from supernic.desc.nt.rate_limiter import (
+    RATE_FRACTION_BITS, Action, Bucket, ClassKind, RateLimiterConfig, TrafficClass)
+from supernic.hw.nt.rate_limiter import RateLimiter
 from supernic.hw.nt.task import ConfigError
 from supernic.hw.parser.meta import meta_layout
 from supernic.sim.layout_codec import decode, encode

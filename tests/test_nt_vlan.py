@@ -10,7 +10,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Dot1Q, Ether
 
 from supernic.hw.nt.task import ConfigError
-from supernic.hw.nt.vlan import VlanPop, VlanPopConfig, VlanPush, VlanPushConfig
+from supernic.desc.nt.vlan import VlanPopConfig, VlanPushConfig
+from supernic.hw.nt.vlan import VlanPop, VlanPush
 from supernic.sim.nt.vlan import VlanPopModel, VlanPushModel, light_mix
 from supernic.sim.nt.base import contract_differences as base_contract_differences
 from supernic.sim.parser_model import ParserModel

@@ -12,7 +12,8 @@ from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
 from supernic.hw.nt.task import ConfigError
-from supernic.hw.nt.vxlan import VxlanDecap, VxlanDecapConfig, VxlanEncap, VxlanEncapConfig
+from supernic.desc.nt.vxlan import VxlanDecapConfig, VxlanEncapConfig
+from supernic.hw.nt.vxlan import VxlanDecap, VxlanEncap
 from supernic.sim.nt.vlan import light_mix
 from supernic.sim.nt.vxlan import VxlanDecapModel, VxlanEncapModel, add_inner_tags
 from supernic.sim.nt.base import KEPT_FIELDS, contract_differences as base_contract_differences

@@ -8,7 +8,7 @@ counters with what came out.
 
 import pytest
 
-from supernic.hw.config import DesignConfig
+from supernic.desc.config import DesignConfig
 from supernic.sim.session import design_simulator, run_bench
 
 PACKETS_PER_RUN = 3500

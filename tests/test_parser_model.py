@@ -4,7 +4,7 @@ The expected metadata is derived independently from scapy's dissection (offsets 
 layers, fields from scapy's fields), never from the header declarations the model is built
 from; the flow hash is checked against a bit-by-bit Toeplitz written here and pinned with the
 RSS specification's verification vectors. Malformed packets are checked flag by flag against
-what the walk rules of ``hw/parser/headers.py`` must raise, and every packet against the
+what the walk rules of ``sw/desc/headers.py`` must raise, and every packet against the
 metadata contract (offsets increase, tenant key and flow consistent).
 """
 
@@ -26,8 +26,8 @@ from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
 from scapy_dissect import EXTENSION_HEADERS, dissect
-from supernic.hw.parser import headers as H
-from supernic.hw.parser.meta import (
+from supernic.desc import headers as H
+from supernic.desc.meta import (
     ERROR_FLAGS, FLAGS, RUNT_BYTES, TOEPLITZ_KEY, L3Kind, L4Kind, TenantKind)
 from supernic.sim import traffic as T
 from supernic.sim.parser_model import ParserModel, is_error

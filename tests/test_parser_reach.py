@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from supernic.hw.parser.headers import FIRST_HEADER, HEADERS_BY_NAME, LengthFrom
+from supernic.desc.headers import FIRST_HEADER, HEADERS_BY_NAME, LengthFrom
 from supernic.hw.parser.reach import FIRST_STATE, header_lengths, successors, walk_reach
 from supernic.sim import traffic as T
 from supernic.sim.parser_model import ParserModel

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from supernic.sim.toolchain import ensure_verilator
+from supernic.toolchain import ensure_verilator
 from supernic.sim.vdev.profile import OUTSIDE, block_profile, read_structure
 
 # Two instances of one leaf under two blocks, a block holding another module, and top-level

@@ -52,7 +52,7 @@ def test_the_auto_scaler_rebalances_through_the_control_plane(tmp_path):
     from test_control import CHAINS, NIC_TOML, FakeNic
     from supernic.driver.autoscale import AutoScaleConfig, AutoScaler, Rebalance
     from supernic.driver.control import ControlPlane, DeployRefused
-    from supernic.hw.config import load_config
+    from supernic.desc.config import load_config
     from supernic.hw.generate import design_description
 
     description = design_description(load_config(NIC_TOML))

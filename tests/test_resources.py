@@ -18,7 +18,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from supernic.hw.config import ConfigError
+from supernic.desc.config import ConfigError
 from supernic.tools import resources
 from supernic.tools.resources import parse_stat, resource_table, summarise, synthesize
 

@@ -29,9 +29,10 @@ from supernic.driver.discovery import (UnsupportedDesignError, check_supported, 
 from supernic.driver.server import check_endpoint_free
 from supernic.driver.status import StatusError, read_status, render_status
 from supernic.driver.transport import MemoryBus, MmapBus, RegisterAccessError, Response
-from supernic.hw.config import DesignConfig, load_config
+from supernic.desc.config import DesignConfig, load_config
 from supernic.hw.generate import design_description
-from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
+from supernic.desc.meta import TAIL_FLAGS
+from supernic.hw.parser.meta import meta_layout
 from supernic.sim.build import generated_design
 from supernic.sim.layout_codec import decode, diff
 from supernic.sim.parser_model import ParserModel, is_error
@@ -220,10 +221,8 @@ def test_tcp_and_sigterm(parser_toml):
 
 
 def test_serve_bad_configurations(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        snic(["device", "serve", "--config", str(tmp_path / "missing.toml"),
-              "--socket", str(tmp_path / "s")])
-    assert exit_.value.code == 2
+    assert snic(["device", "serve", "--config", str(tmp_path / "missing.toml"),
+                 "--socket", str(tmp_path / "s")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"snic: error: configuration file {tmp_path / 'missing.toml'} does not exist"]
     broken = tmp_path / "broken.toml"

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from supernic.driver.stats import account, jain, plot_stats, traffic_stats
-from supernic.driver.traffic import Flow, TrafficError, make_schedule, parse_flow
-from supernic.hw.chain.spec import load_chain
+from supernic.driver.traffic import Flow, TrafficError, parse_flow
+from supernic.sim.flows import make_schedule
+from supernic.desc.chain import load_chain
 from supernic.sim.parser_model import ParserModel
 from pathlib import Path
 
@@ -115,8 +116,8 @@ def test_stats_of_a_record(tmp_path):
     unweighted = traffic_stats({**record, "weights": {}}, window=100)["fairness"]
     assert unweighted["jain_mean"] == pytest.approx(0.9, abs=0.03)   # (1+2)^2 / (2 * 5)
     assert account(record) == {"sent": 200, "delivered": 150, "unmatched": 0, "queue": 30,
-                               "disabled": 0, "store": 0, "stalled": 0, "nt": 20,
-                               "balanced": True}
+                               "disabled": 0, "store": 0, "stalled": 0, "misrouted": 0,
+                               "nt": 20, "balanced": True}
     lost = {**record, "counters": {**record["counters"], "tenants": {
         **record["counters"]["tenants"], "0": {**record["counters"]["tenants"]["0"],
                                                "queue_drops": 29}}}}

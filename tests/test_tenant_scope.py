@@ -8,7 +8,7 @@ import pytest
 from supernic.driver.discovery import discover, read_register, write_register
 from supernic.driver.tenant_scope import TenantScopedBus, TenantView, region_prefixes
 from supernic.driver.transport import MemoryBus
-from supernic.hw.csr.registers import RW, Register, RegisterBlock, RegisterMap
+from supernic.desc.registers import RW, Register, RegisterBlock, RegisterMap
 from supernic.sim.csr_model import RegisterFileModel
 
 ID_TYPE, PARS_TYPE, NT_TYPE = 0x534E4943, 0x50415253, 0x4E540001

@@ -7,7 +7,9 @@ import random
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from supernic.hw.parser.meta import TOEPLITZ_KEY, flow_layout
+from supernic.desc.meta import TOEPLITZ_KEY
+
+from supernic.hw.parser.meta import flow_layout
 from supernic.hw.parser.toeplitz import toeplitz_hash
 from supernic.sim.toeplitz import flow_hash_input, toeplitz
 

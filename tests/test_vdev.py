@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
-from supernic.hw.chain.spec import load_chain
-from supernic.hw.config import DesignConfig
-from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
+from supernic.desc.chain import load_chain
+from supernic.desc.config import DesignConfig
+from supernic.desc.meta import TAIL_FLAGS
+from supernic.hw.parser.meta import meta_layout
 from supernic.sim.build import generated_design
 from supernic.sim.chain_model import ChainModel, chain_traffic
 from supernic.sim.layout_codec import decode, diff

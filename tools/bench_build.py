@@ -15,7 +15,8 @@ import os
 import tempfile
 import time
 
-from ..sim.build import cache_root, generated_design
+from ..sim.build import generated_design
+from ..cache import cache_root
 from ..sim.session import design_simulator, quiet_fds
 from ..sim.vdev.build import build_library
 

@@ -46,9 +46,10 @@ import json
 import time
 
 from ..driver.stats import jain
-from ..hw.config import DesignConfig
-from ..sim.build import cache_root
+from ..desc.config import DesignConfig
+from ..cache import cache_root
 from ..sim.session import chain_simulator, design_simulator, quiet_fds, run_bench
+from ..sim.tb import NIC_BENCH_MODULE as MB_MODULE
 
 __all__ = ["BENCH_NIC", "FAIRNESS_TENANTS", "fairness_bench", "fairness_show",
            "scaling_bench", "scaling_show", "latency_bench", "latency_show", "ideal_shares",
@@ -71,7 +72,6 @@ FAIRNESS_TENANTS = [
     {"id": 3, "name": "light", "chain": "web", "regions": [3], "size": 256, "port": 1},
 ]
 POLICIES = ("drf", "drr", "rr", "fifo")
-MB_MODULE = "supernic.sim.tb.nic_bench_tb"
 
 
 def _chain_path(name):
@@ -106,7 +106,7 @@ def ideal_shares(demands, capacity, limits, weights):
 def _ideal(tenants, shape_regions, data_width, costs=None):
     """The weighted-DRF shares; region costs as measured (``costs``: region -> cycles a beat),
     else as the chains declare them."""
-    from ..hw.chain.spec import load_chain
+    from ..desc.chain import load_chain
     demands, limits, weights = {}, {}, {}
     for t in tenants:
         cost = (costs or {}).get(str(t["regions"][0])) or load_chain(

@@ -13,7 +13,7 @@ difference.
 import time
 from pathlib import Path
 
-from ..sim.build import cache_root
+from ..cache import cache_root
 from ..sim.session import (chain_simulator, design_simulator, passthrough_simulator, quiet_fds,
                            run_bench, task_simulator)
 
@@ -27,7 +27,7 @@ def standalone_config(config, width):
     """The configuration benches build a parser or a chain alone with: the defaults at
     ``width`` with ``config``'s header window (the name and the NIC's settings would only
     make another build of the same design)."""
-    from ..hw.config import DesignConfig
+    from ..desc.config import DesignConfig
     return DesignConfig(data_width=width, header_bytes=config.header_bytes)
 
 

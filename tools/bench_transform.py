@@ -62,7 +62,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from ..sim.build import cache_root, generated_component, generated_design
+from ..sim.build import generated_component, generated_design
+from ..cache import cache_root
 from .design_resources import design_resources
 from .resources import HEADER_BYTES, SynthesisError, synthesize, yosys_version
 
@@ -274,7 +275,7 @@ def _generate(cls, yieldable):
 def _nic_config(yieldable):
     """The default NIC at :data:`NIC_WIDTH` bits, every region's personalities transformed
     with ``yieldable`` (False: none)."""
-    from ..hw.config import default_config_path, load_config
+    from ..desc.config import default_config_path, load_config
     base = load_config(default_config_path())
     tag = {False: "plain", "boundary": "boundary", "full": "full"}[yieldable]
     return base.with_(name=f"nic_default_w{NIC_WIDTH}_{tag}", data_width=NIC_WIDTH,

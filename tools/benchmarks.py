@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..sim.build import cache_root
+from ..cache import cache_root
 from ..sim.session import design_simulator, passthrough_simulator, quiet_fds, run_bench
 
 __all__ = ["BENCHMARKS", "run_benchmark", "Benchmark"]
@@ -192,7 +192,7 @@ def _device_show(result, console):
 
 def _simulator_bench(config, console, quick):
     """sim/vdev/options.py on the design's NIC (the default one unless --config)."""
-    from ..hw.config import ConfigError
+    from ..desc.config import ConfigError
     from ..sim.vdev.options import option_rates
     if not config.is_nic:
         raise ConfigError("the simulator bench measures a NIC design; this one is not")

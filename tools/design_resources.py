@@ -65,7 +65,8 @@ def design_resources(config, targets=DEFAULT_TARGETS, jobs=1, progress=None):
          "blocks": [{"block", "module", "verilog_lines", target: {lut, ff, ..., seconds}}],
          "total": {target: {lut, ff, ...}}, "errors": [...], "seconds"}
     """
-    from ..sim.build import cache_root, generated_design
+    from ..sim.build import generated_design
+    from ..cache import cache_root
     from ..sim.vdev.profile import read_structure
     t0 = time.monotonic()
     progress = progress or (lambda message: None)

@@ -24,8 +24,8 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ..hw.config import DesignConfig
-from ..hw.parser.meta import FLAGS, TAIL_FLAGS
+from ..desc.config import DesignConfig
+from ..desc.meta import FLAGS, TAIL_FLAGS
 from ..hw.parser.reach import walk_reach
 from ..sim.fuzz import fuzz_frames
 from ..sim.layout_codec import decode, diff, encode
@@ -231,7 +231,8 @@ def run_campaign(config, frames, seed=1, width=64, workers=2, out_dir=None, pcap
     ones. ``workers``: processes drawing frames and running the model (0: this process, with
     ``model_class``, which tests replace with a broken model). ``progress(done, total, f)``
     is called after each chunk."""
-    from ..sim.build import cache_root, generated_design
+    from ..sim.build import generated_design
+    from ..cache import cache_root
     from ..sim.vdev import VirtualDevice
     cfg = parser_config(config, width)
     out_dir = Path(out_dir) if out_dir else cache_root() / "fuzz"

@@ -53,9 +53,11 @@ def nic_campaign(config, frames, seed=1, backpressure=0.2, progress=print):
     """Run ``frames`` fuzzed frames through ``config``'s NIC; return the figures."""
     from ..driver.client import DeviceClient, SocketBus
     from ..driver.control import ControlPlane
-    from ..driver.server import DeviceServer, serving_in_thread
+    from ..driver.server import serving_in_thread
+    from ..sim.vdev.serve import device_server
     from ..driver.stats import ACCOUNT_DROPS, account
-    from ..driver.traffic import TrafficError, make_schedule, parse_flow, run_traffic
+    from ..driver.traffic import TrafficError, parse_flow, run_traffic
+    from ..sim.flows import make_schedule
     from ..sim.build import generated_design
     from ..sim.vdev import VirtualDevice
     from ..sim.vdev.bench import _deploy_tenants, _tenant_chains
@@ -101,7 +103,7 @@ def nic_campaign(config, frames, seed=1, backpressure=0.2, progress=print):
             return run
 
     with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress) as device:
-        with serving_in_thread(DeviceServer(device, device.regmap, paths["regmap"]), sock):
+        with serving_in_thread(device_server(device, paths["regmap"]), sock):
             run = asyncio.run(session())
     if run is None:
         figures["balanced"] = False

@@ -85,7 +85,8 @@ async def _scenario(client, description, work, name, cycles, seed, progress):
     from ..driver.state import RegionState
     from ..driver.stats import ACCOUNT_DROPS, account
     from ..driver.status import read_status
-    from ..driver.traffic import TrafficError, make_schedule, parse_flow, run_traffic
+    from ..driver.traffic import TrafficError, parse_flow, run_traffic
+    from ..sim.flows import make_schedule
     from ..sim.vdev.bench import _deploy_tenants, _tenant_chains
 
     chains = _tenant_chains(description)
@@ -177,7 +178,8 @@ def hostile_bench(config, cycles=200_000, seed=7, progress=print, scenarios=SCEN
     """The runs (``baseline`` first, always) on ``config``'s NIC, each on a fresh virtual
     device; returns the figures."""
     from ..driver.client import DeviceClient
-    from ..driver.server import DeviceServer, serving_in_thread
+    from ..driver.server import serving_in_thread
+    from ..sim.vdev.serve import device_server
     from ..sim.build import generated_design
     from ..sim.vdev import VirtualDevice
 
@@ -199,7 +201,7 @@ def hostile_bench(config, cycles=200_000, seed=7, progress=print, scenarios=SCEN
                                        progress)
         # A fresh device for each run: no state carries over from the one before.
         with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress) as dev:
-            with serving_in_thread(DeviceServer(dev, dev.regmap, paths["regmap"]), sock):
+            with serving_in_thread(device_server(dev, paths["regmap"]), sock):
                 figures["scenarios"][name] = asyncio.run(session())
     base = figures["scenarios"]["baseline"]["tenants"]
     worst, lost = None, 0

@@ -42,9 +42,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hw.config import ConfigError
-from ..hw.stream import check_data_width
-from ..sim.build import cache_root, generated_component
+from ..desc.config import ConfigError
+from ..desc.config import check_data_width
+from ..sim.build import generated_component
+from ..cache import cache_root
 
 __all__ = ["TARGETS", "CATEGORIES", "HEADER_BYTES", "Target", "SynthesisError", "yosys_version",
            "parse_stat", "summarise", "synthesize", "resource_table", "print_table", "main"]
@@ -340,7 +341,7 @@ def resource_table(kinds=None, width=512, targets=DEFAULT_TARGETS, jobs=1, progr
 
     An NT that fails to import, elaborate or synthesise is left out of ``kinds`` (or misses
     that target) and listed in ``errors``. A kind that does not exist raises
-    :class:`~supernic.hw.config.ConfigError`, unless some NT module failed to import (it may
+    :class:`~supernic.desc.config.ConfigError`, unless some NT module failed to import (it may
     be the one); then it is an error entry too.
     """
     t0 = time.monotonic()
@@ -469,7 +470,7 @@ def main(argv=None, prog="python -m supernic.tools.resources"):
     targets = DEFAULT_TARGETS if args.target == "both" else (args.target,)
     try:
         if args.config:
-            from ..hw.config import load_config
+            from ..desc.config import load_config
             from .design_resources import design_resources, print_design_table
             config = load_config(args.config)
             show = print_design_table

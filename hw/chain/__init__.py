@@ -1,1 +1,2 @@
-"""Chains and DAGs of network tasks: specifications, fork/join, the chain component."""
+"""Chains and DAGs of network tasks in gateware: fork/join, the graph, the single-tenant design;
+imports supernic.desc and hw/."""

@@ -13,10 +13,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..parser.meta import meta_layout
+from ..nt.task import task_class
 from ..stream import PacketSignature
 from .fork import PacketFork
 from .join import PacketJoin
-from .spec import ChainSpec, Parallel
+from ...desc.chain import ChainSpec, Parallel
 
 __all__ = ["TaskGraph"]
 
@@ -26,7 +27,7 @@ class TaskGraph(wiring.Component):
         self.spec = spec
         self.data_width = data_width
         self.meta_layout = meta_layout(header_bytes)
-        self.tasks = {n.name: n.task(data_width, header_bytes, **n.params)
+        self.tasks = {n.name: task_class(n.kind)(data_width, header_bytes, **n.params)
                       for n in spec.node_list()}
         sig = PacketSignature(data_width, self.meta_layout)
         super().__init__({"i": In(sig), "o": Out(sig)})

@@ -11,36 +11,19 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
-from ..config import DesignConfig
+from ...desc.config import DesignConfig
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
-from ..csr.registers import R, Register, RegisterBlock, RegisterMap
 from ..parser.meta import meta_layout
 from ..parser.parser import HeaderParser
 from ..shell import SHELL_MEMBERS, connect_port, registered_reset
-from ..top import CSR_ADDR_WIDTH, drive_id_and_parser, id_block, parser_block
+from ..top import drive_id_and_parser
+from ...desc.blocks import CSR_ADDR_WIDTH, chain_register_map
 from .discard import DropStage
 from .graph import TaskGraph
-from .spec import ChainSpec
+from ...desc.chain import ChainSpec
 
-__all__ = ["ChainTop", "chain_register_map", "CHAIN_TYPE"]
-
-CHAIN_TYPE = 0x4348414E  # 'CHAN'
-
-
-def chain_block():
-    return RegisterBlock("chain", CHAIN_TYPE, 0x0001_0000, [
-        Register("delivered", 64, R, doc="Packets that left the chain"),
-        Register("dropped", 64, R, doc="Packets an NT dropped, discarded at the egress"),
-        Register("dropped_bytes", 64, R, doc="Bytes of the dropped packets"),
-    ], doc="Chain egress counters")
-
-
-def chain_register_map(spec: ChainSpec):
-    blocks = [id_block(), parser_block(), chain_block()]
-    blocks += [n.task.register_block(n.name, n.params) for n in spec.node_list()]
-    return RegisterMap(blocks)
-
+__all__ = ["ChainTop"]
 
 class ChainTop(wiring.Component):
     def __init__(self, config: DesignConfig, spec: ChainSpec):

@@ -27,7 +27,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .axil import AxiLiteSignature, AxiResp
-from .registers import R, RW, W1P, RegisterMap, words_from_json
+from ...desc.registers import R, RW, W1P, RegisterMap, words_from_json
 
 __all__ = ["RegisterFile"]
 

@@ -1,2 +1,2 @@
 """Formal properties of the design's blocks, written with Amaranth's ``Assert``/``Assume`` and
-proven by Yosys's SMT flow (tools/formal.py)."""
+proven by Yosys's SMT flow (tools/formal.py); imports supernic.desc and hw/."""

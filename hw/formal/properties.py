@@ -21,7 +21,7 @@ from amaranth.hdl import Assert, Assume, Cat, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.wiring import In
 
-from ..nic.layout import BEATS_BITS
+from ...desc.nic.shape import BEATS_BITS
 from .contract import ContractHarness
 
 __all__ = ["Property", "PROPERTIES", "ports_of"]
@@ -105,7 +105,7 @@ def _ends(m, stream, name, width=5):
 
 
 def _link():
-    from ..nic.layout import NicShape
+    from ...desc.nic.shape import NicShape
     from ..nic.link import RegionLink
     dut = RegionLink(NicShape(data_width=_WIDTH, header_bytes=_HEADER_BYTES, tenants=2,
                               regions=2), primary_depth=4)
@@ -159,7 +159,7 @@ def _link():
 def _small_scheduler(T, R):
     """The scheduler the proofs see: ``T`` tenants on one port, ``R`` regions, 4-beat queues
     of two packets, the round-robin policy alone."""
-    from ..nic.layout import NicShape
+    from ...desc.nic.shape import NicShape
     from ..nic.scheduler import TenantScheduler
     return TenantScheduler(NicShape(data_width=32, header_bytes=_HEADER_BYTES, tenants=T,
                                     ports=1, regions=R),

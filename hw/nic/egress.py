@@ -10,7 +10,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layout import NicPacketSignature, NicShape
+from ...desc.nic.shape import NicShape
+
+from .layout import NicPacketSignature
 
 __all__ = ["EgressStage"]
 

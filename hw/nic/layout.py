@@ -1,106 +1,19 @@
-"""The shape of a multi-tenant NIC and the tag every packet carries inside it.
+"""The NIC's shape and tag as Amaranth layouts and stream signatures. What they hold is described
+in :mod:`supernic.desc.nic.shape`."""
 
-Inside the NIC a packet's beats carry the parser's metadata (``hdr``) and a NIC ``tag``:
+from ...desc.nic.shape import NicShape
+from ..parser.meta import layout_of
+from ..stream import PacketSignature
 
-* ``tenant``: set by the classifier, never changed after (isolation: nothing downstream
-  chooses a tenant);
-* ``port``: the ingress port it arrived on;
-* ``seq``: the ingress port's packet counter (16 bits, wrapping), so outputs can be matched to
-  inputs and per-flow order checked;
-* ``beats``: the packet's length in beats, known once the whole packet is in its tenant queue
-  (store-and-forward), set by the scheduler at dispatch;
-* ``region``: the region the scheduler dispatched it to.
-
-Regions run the NT library's chains, which carry the parser's metadata only; the packet store
-keeps each packet's tag beside the region in dispatch order and puts it back at the region's
-output (a chain is in order: NT contract rule 1).
-"""
-
-from dataclasses import dataclass
-
-from amaranth.lib import data
-
-from ..parser.meta import meta_layout
-from ..stream import PacketSignature, check_data_width
-
-__all__ = ["NicShape", "tag_layout", "nic_layout", "NicPacketSignature", "BEATS_BITS",
-           "SEQ_BITS", "MAX_TENANTS", "MAX_PORTS", "MAX_REGIONS"]
-
-#: Bits of a packet length in beats: a 9,600-byte jumbo frame at 64 bits is 1,200 beats.
-BEATS_BITS = 14
-SEQ_BITS = 16
-MAX_TENANTS = 16
-MAX_PORTS = 4
-MAX_REGIONS = 16
-
-
-def _bits(n):
-    return max(1, (n - 1).bit_length())
-
-
-@dataclass(frozen=True)
-class NicShape:
-    """Build-time sizes shared by every NIC block."""
-    data_width: int = 512
-    header_bytes: int = 256
-    tenants: int = 4
-    ports: int = 2
-    regions: int = 4
-
-    def __post_init__(self):
-        check_data_width(self.data_width)
-        for name, high in (("tenants", MAX_TENANTS), ("ports", MAX_PORTS),
-                           ("regions", MAX_REGIONS)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
-                raise ValueError(f"nic.{name} must be an integer from 1 to {high}, "
-                                 f"not {value!r}")
-
-    @classmethod
-    def from_description(cls, description):
-        """The shape of the NIC a design JSON (``hw.generate.design_description``) describes."""
-        cfg = description["config"]
-        return cls(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"],
-                   len(description["regions"]))
-
-    @property
-    def beat_bytes(self):
-        return self.data_width // 8
-
-    @property
-    def header_beats(self):
-        """Beats a header-only chain receives: the parser's capture window."""
-        return self.header_bytes // self.beat_bytes
-
-    @property
-    def tenant_bits(self):
-        return _bits(self.tenants)
-
-    @property
-    def port_bits(self):
-        return _bits(self.ports)
-
-    @property
-    def region_bits(self):
-        return _bits(self.regions)
-
-    @property
-    def meta_layout(self):
-        return meta_layout(self.header_bytes)
+__all__ = ["tag_layout", "nic_layout", "NicPacketSignature"]
 
 
 def tag_layout(shape: NicShape):
-    return data.StructLayout({
-        "tenant": shape.tenant_bits,
-        "port": shape.port_bits,
-        "seq": SEQ_BITS,
-        "beats": BEATS_BITS,
-        "region": shape.region_bits,
-    })
+    return layout_of(shape.tag_fields())
 
 
 def nic_layout(shape: NicShape):
-    return data.StructLayout({"hdr": shape.meta_layout, "tag": tag_layout(shape)})
+    return layout_of(shape.nic_fields())
 
 
 def NicPacketSignature(shape: NicShape):

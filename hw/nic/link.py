@@ -24,8 +24,9 @@ from amaranth.lib.wiring import In, Out
 
 from ..chain.fork import PacketFork
 from ..chain.join import PacketJoin
+from ..parser.meta import meta_layout
 from ..stream import PacketSignature
-from .layout import NicShape
+from ...desc.nic.shape import NicShape
 
 __all__ = ["RegionLink", "LINK_PRIMARY_DEPTH"]
 
@@ -42,7 +43,7 @@ class RegionLink(wiring.Component):
     def __init__(self, shape: NicShape, primary_depth=LINK_PRIMARY_DEPTH):
         self.shape = shape
         self.primary_depth = primary_depth
-        sig = PacketSignature(shape.data_width, shape.meta_layout)
+        sig = PacketSignature(shape.data_width, meta_layout(shape.header_bytes))
         super().__init__({
             "store_a_in": In(sig), "store_a_out": Out(sig),
             "store_b_in": In(sig), "store_b_out": Out(sig),
@@ -58,8 +59,8 @@ class RegionLink(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         shape = self.shape
-        m.submodules.fork = fork = PacketFork(shape.data_width, shape.meta_layout, 2)
-        m.submodules.join = join = PacketJoin(shape.data_width, shape.meta_layout, 2,
+        m.submodules.fork = fork = PacketFork(shape.data_width, meta_layout(shape.header_bytes), 2)
+        m.submodules.join = join = PacketJoin(shape.data_width, meta_layout(shape.header_bytes), 2,
                                               primary=0, primary_depth=self.primary_depth)
         linked = Signal()
         ports = [self.store_a_in, self.store_a_out, self.store_b_in, self.store_b_out,

@@ -20,16 +20,10 @@ updates on the cycle a decision is taken. The Python model of the same decisions
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 
+from ...desc.nic.scheduler import POLICIES, POLICY_CODES, TAG_BITS
+
 __all__ = ["POLICY_CODES", "POLICIES", "TAG_BITS", "lowest_one", "round_robin_pick",
            "tournament", "tag_before"]
-
-#: Run-time codes of the ``policy`` register, fixed whatever subset a build compiles in.
-POLICY_CODES = {"drf": 0, "rr": 1, "drr": 2, "fifo": 3}
-POLICIES = tuple(POLICY_CODES)
-
-#: DRF start tags: units of 1/(256 * regions) beat; 48 bits wrap after about 2**38 beats.
-TAG_BITS = 48
-
 
 def lowest_one(m: Module, bits, n, name):
     """``(any, index)`` of the lowest set bit of the ``n``-bit value ``bits``."""

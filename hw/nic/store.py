@@ -76,8 +76,10 @@ from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from ..parser.meta import meta_layout
 from ..stream import PacketSignature, packet_layout
-from .layout import BEATS_BITS, NicPacketSignature, NicShape, tag_layout
+from ...desc.nic.shape import BEATS_BITS, NicShape
+from .layout import NicPacketSignature, tag_layout
 
 __all__ = ["PacketStore", "MAX_STORE_BEATS"]
 
@@ -146,7 +148,7 @@ class PacketStore(wiring.Component):
         self.next_data = MemoryData(shape=self.slot_bits, depth=store_beats, init=[])
         self.free_data = MemoryData(shape=self.slot_bits, depth=store_beats,
                                     init=range(store_beats))
-        region_sig = PacketSignature(w, shape.meta_layout)
+        region_sig = PacketSignature(w, meta_layout(shape.header_bytes))
         super().__init__({
             "i": In(NicPacketSignature(shape)),
             "header_only": In(regions),
@@ -177,7 +179,7 @@ class PacketStore(wiring.Component):
         w, bb, n_regions, hbeats = (shape.data_width, shape.beat_bytes, shape.regions,
                                     shape.header_beats)
         n_slots, slot_bits = self.store_beats, self.slot_bits
-        hdr_layout = shape.meta_layout
+        hdr_layout = meta_layout(shape.header_bytes)
         beat_layout = data.StructLayout({"data": w, "keep": bb, "last": 1, "tail": 2})
         meta_entry = data.StructLayout({"hdr": hdr_layout, "tenant": shape.tenant_bits})
 

@@ -35,114 +35,24 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
-from ..config import DesignConfig
+from ...desc.config import DesignConfig
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
-from ..csr.registers import R, Register, RegisterBlock, RegisterMap
 from ..parser.parser import HeaderParser
 from ..separate import separate
 from ..shell import SHELL_MEMBERS, connect_port, registered_reset
-from ..top import CSR_ADDR_WIDTH, drive_id, id_block
-from .classifier import TenantClassifier, classifier_block
+from ..top import drive_id
+from ...desc.blocks import CSR_ADDR_WIDTH
+from ...desc.nic.blocks import load_personalities, nic_register_map, nic_shape
+from .classifier import TenantClassifier
 from .egress import EgressStage
-from .layout import NicShape, nic_layout
+from .layout import nic_layout
 from .link import RegionLink
-from .region import Region, region_register_blocks
-from .scheduler import TenantScheduler, scheduler_block
+from .region import Region
+from .scheduler import TenantScheduler
 from .store import PacketStore
 
-__all__ = ["MultiTenantNic", "nic_register_map", "nic_shape", "load_personalities",
-           "NIC_TYPE", "STORE_TYPE", "EGRESS_TYPE"]
-
-NIC_TYPE = 0x4E494353     # 'NICS'
-STORE_TYPE = 0x53544F52   # 'STOR'
-EGRESS_TYPE = 0x45475253  # 'EGRS'
-
-
-def nic_shape(config: DesignConfig):
-    return NicShape(config.data_width, config.header_bytes, config.tenants, config.ports,
-                    len(config.regions))
-
-
-def load_personalities(config: DesignConfig):
-    """Per region, the :class:`~supernic.hw.chain.spec.ChainSpec` of each personality."""
-    from ..chain.spec import load_chain
-    cache = {}
-    out = []
-    for paths in config.region_paths():
-        out.append([cache.setdefault(str(p), load_chain(p)) for p in paths])
-    return out
-
-
-def nic_block(shape):
-    return RegisterBlock("nic", NIC_TYPE, 0x0001_0000, [
-        Register("tenants", 8, R, doc="Tenants served"),
-        Register("ports", 8, R, doc="Ingress ports"),
-        Register("regions", 8, R, doc="Regions"),
-        Register("header_beats", 16, R, doc="Beats a header-only chain receives"),
-    ], doc="Shape of the multi-tenant NIC")
-
-
-def parser_block(port):
-    return RegisterBlock(f"parser{port}", 0x50415253, 0x0001_0000, [
-        Register("packets", 64, R, doc="Packets that left the parser"),
-        Register("bytes", 64, R, doc="Bytes that left the parser"),
-        Register("malformed", 64, R, doc="Packets with any error flag set"),
-    ], doc=f"Header parser counters, port {port}")
-
-
-def store_block(shape):
-    regs = [
-        Register("drops", 64, R, doc="Packets dropped whole: the packet store was full"),
-        Register("drop_bytes", 64, R, doc="Bytes of those packets"),
-        Register("stall_drops", 64, R,
-                 doc="Packets dropped because their region stopped taking beats (cut, or "
-                     "sent to it while it was stalled)"),
-        Register("stall_cuts", 64, R,
-                 doc="Packets that left cut short (last beat flagged length_error): their "
-                     "region stopped giving beats half-way through them"),
-        Register("used", 32, R, doc="Payload beats held now"),
-        Register("peak", 32, R, doc="Most payload beats ever held"),
-    ]
-    for t in range(shape.tenants):
-        regs.append(Register(f"t{t}_region_cycles", 64, R,
-                             doc=f"Cycles tenant {t}'s packets occupied a region's input"))
-    for r in range(shape.regions):
-        regs += [Register(f"r{r}_busy", 64, R, doc=f"Cycles region {r}'s input was busy"),
-                 Register(f"r{r}_in_flight", 16, R, doc=f"Packets inside region {r} now"),
-                 Register(f"r{r}_stalled", 1, R,
-                          doc=f"Region {r} stopped taking beats and is cut off until it has "
-                              f"given back every packet it holds")]
-    return RegisterBlock("store", STORE_TYPE, 0x0001_0001, regs,
-                         doc="Packet store and region occupancy")
-
-
-def egress_block(shape):
-    regs = []
-    for t in range(shape.tenants):
-        regs += [Register(f"t{t}_delivered", 64, R, doc=f"Tenant {t}: packets delivered"),
-                 Register(f"t{t}_delivered_bytes", 64, R, doc=f"Tenant {t}: bytes delivered"),
-                 Register(f"t{t}_dropped", 64, R, doc=f"Tenant {t}: packets an NT dropped"),
-                 Register(f"t{t}_dropped_bytes", 64, R, doc=f"Tenant {t}: their bytes")]
-    return RegisterBlock("egress", EGRESS_TYPE, 0x0001_0000, regs,
-                         doc="Egress counters per tenant")
-
-
-def nic_register_map(config: DesignConfig, personalities=None):
-    shape = nic_shape(config)
-    personalities = personalities or load_personalities(config)
-    blocks = [id_block(), nic_block(shape)]
-    for p in range(shape.ports):
-        blocks += [parser_block(p),
-                   classifier_block(f"classifier{p}", shape, config.classifier_entries)]
-    blocks += [scheduler_block("scheduler", shape, config.table_size), store_block(shape),
-               egress_block(shape)]
-    branch_of = dict(config.links)
-    for r, specs in enumerate(personalities):
-        blocks += region_register_blocks(r, specs, r in config.yieldable_regions,
-                                         branch_of.get(r))
-    return RegisterMap(blocks)
-
+__all__ = ["MultiTenantNic"]
 
 class MultiTenantNic(wiring.Component):
     def __init__(self, config: DesignConfig, personalities=None):
@@ -251,6 +161,8 @@ class MultiTenantNic(wiring.Component):
             csr.field("store", "stall_cuts").eq(store.stall_cuts),
             csr.field("store", "used").eq(store.store_used),
             csr.field("store", "peak").eq(store.store_peak),
+            csr.field("store", "header_errors").eq(store.header_errors),
+            csr.field("store", "misrouted").eq(store.misrouted),
         ]
         for t in range(shape.tenants):
             m.d.comb += csr.field("store", f"t{t}_region_cycles").eq(store.region_cycles[t])

@@ -36,12 +36,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ChaCha20Core", "request_layout", "ROUNDS", "CONSTANTS", "ROUNDS_PER_CYCLE"]
+from ...desc.nt.chacha20 import ROUNDS, ROUNDS_PER_CYCLE
 
-#: ChaCha20 has 20 rounds (RFC 8439 §2.3).
-ROUNDS = 20
-#: The choices for ``rounds_per_cycle``: the divisors of 20.
-ROUNDS_PER_CYCLE = (1, 2, 4, 5, 10, 20)
+__all__ = ["ChaCha20Core", "request_layout", "CONSTANTS"]
+
 #: State words 0..3: "expand 32-byte k" read as four little-endian words (RFC 8439 §2.3).
 CONSTANTS = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)
 

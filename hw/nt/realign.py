@@ -54,7 +54,7 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, exact_log2
 
-from ..parser.meta import TAIL_FLAGS
+from ...desc.meta import TAIL_FLAGS
 from ..stream import PacketSignature, check_data_width
 
 __all__ = ["Realigner", "HeadWindow", "control_layout", "skip_rule", "byte_mask"]

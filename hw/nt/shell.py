@@ -13,9 +13,10 @@ from amaranth.lib.wiring import In, Out
 from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
-from ..csr.registers import RegisterMap
+from ...desc.registers import RegisterMap
 from ..parser.meta import meta_layout
-from ..top import CSR_ADDR_WIDTH, drive_id, id_block
+from ..top import drive_id
+from ...desc.blocks import CSR_ADDR_WIDTH, id_block
 
 __all__ = ["TaskShell", "shell_register_map"]
 

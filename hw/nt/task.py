@@ -3,7 +3,7 @@
 An NT is an Amaranth :class:`wiring.Component` with three ports:
 
 * ``i`` (in) and ``o`` (out): :func:`~supernic.hw.stream.PacketSignature` streams carrying the
-  parser's metadata (:func:`~supernic.hw.parser.meta.meta_layout`) beside every beat, under the
+  parser's metadata (:func:`~supernic.desc.meta.meta_layout`) beside every beat, under the
   stream contract of :mod:`supernic.hw.stream`.
 * ``csr``: the NT's register block, seen from the NT. ``R`` registers are outputs the NT drives
   (counters); ``RW`` and ``W1P`` registers are inputs (configuration, table writes, strobes).
@@ -30,109 +30,26 @@ Behaviour every NT keeps:
    ``amaranth.lib.memory.Memory`` instances built in ``elaborate``; nothing is annotated, so
    the state-yielding transform can find and capture it as written.
 
-What an NT class declares (class attributes):
-
-* ``kind``: the name chain specifications use (``"acl"``);
-* ``scope``: :data:`Scope.HEADER` if it reads and writes only headers inside the parser's
-  window (its payload may wait in the packet store), :data:`Scope.PACKET` if it needs the
-  whole packet (checksums over the payload, ciphers);
-* ``needs_frame``: a header-scope NT that still needs every beat of the frame: it moves the
-  bytes behind the header (VLAN push/pop) or counts the frame's bytes (flow monitor). A chain
-  runs header-only (its payload waiting in the NIC's packet store) only if every NT is
-  header-scope and none needs the frame;
-* ``modifies``: whether it may change the packet's bytes (only the primary branch of a fork
-  may hold such NTs);
-* ``reads_payload`` / ``writes_payload`` / ``seals_payload``: for the chain checks of
-  :mod:`supernic.hw.chain.spec` (an NT that reads the payload must not follow one that
-  rewrites it; nothing may rewrite the payload after an NT sealed it with checksums);
-* ``type_id``, ``version``: its register block header;
-* ``params``: build parameters (:class:`Param`), e.g. table sizes;
-* ``config``: its run-time configuration class (:class:`TaskConfig`), shared with the model;
-* ``model``: ``"module:Class"`` of its Python model in :mod:`supernic.sim.nt`.
-
-Every register block starts with the three standard counters (:data:`STANDARD_REGISTERS`):
-``packets`` (packets out), ``dropped`` (packets this NT dropped) and ``skipped``.
+What an NT declares (kind, scope, parameters, registers, run-time configuration, model) is its
+description, :class:`supernic.desc.nt.base.TaskDescription`, which the gateware class
+subclasses.
 """
 
-import enum
 import importlib
 import pkgutil
-from dataclasses import dataclass
-from typing import Any
 
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..config import ConfigError
-from ..csr.registers import R, W1P, Register, RegisterBlock
+from ...desc.nt.base import STANDARD_REGISTERS, ConfigError, Param, Scope, TaskConfig, TaskDescription
+from ...desc.registers import R, W1P
 from ..parser.meta import meta_layout
 from ..stream import PacketSignature, check_data_width
 
 __all__ = [
     "Scope", "Param", "TaskConfig", "NetworkTask", "STANDARD_REGISTERS", "csr_signature",
-    "task_classes", "task_class", "model_class", "ConfigError",
+    "task_classes", "task_class", "ConfigError",
 ]
-
-
-class Scope(enum.Enum):
-    HEADER = "header"
-    PACKET = "packet"
-
-
-STANDARD_REGISTERS = (
-    Register("packets", 64, R, doc="Packets that left this NT"),
-    Register("dropped", 64, R, doc="Packets this NT dropped (marked drop)"),
-    Register("skipped", 64, R, doc="Packets passed unchanged: not applicable, error or dropped"),
-)
-
-
-@dataclass(frozen=True)
-class Param:
-    """A build parameter: an integer in ``[low, high]`` (or one of ``choices``)."""
-    name: str
-    default: Any
-    low: int | None = None
-    high: int | None = None
-    choices: tuple = ()
-    power_of_two: bool = False
-    doc: str = ""
-
-    def check(self, kind, value):
-        where = f"nt {kind}: parameter {self.name}"
-        if self.choices:
-            if value not in self.choices:
-                raise ConfigError(f"{where} must be one of {list(self.choices)}, not {value!r}")
-            return value
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ConfigError(f"{where} must be an integer, not {value!r}")
-        if (self.low is not None and value < self.low) or (
-                self.high is not None and value > self.high):
-            raise ConfigError(f"{where} must be between {self.low} and {self.high}, not {value!r}")
-        if self.power_of_two and value & (value - 1):
-            raise ConfigError(f"{where} must be a power of two, not {value!r}")
-        return value
-
-
-class TaskConfig:
-    """Run-time configuration of an NT: the same object programs the hardware and the model.
-
-    Subclasses implement :meth:`from_dict` (from a chain specification, raising
-    :class:`ConfigError` with a message naming the bad entry), :meth:`register_writes` (the
-    ordered register writes that load it into the hardware) and :meth:`random` (a random but
-    meaningful configuration for tests).
-    """
-
-    @classmethod
-    def from_dict(cls, kind, params, raw):
-        raise NotImplementedError
-
-    def register_writes(self, params):
-        """``[(register name, value), ...]`` in the order they must be written."""
-        raise NotImplementedError
-
-    @classmethod
-    def random(cls, rng, params):
-        raise NotImplementedError
 
 
 def csr_signature(registers):
@@ -145,52 +62,8 @@ def csr_signature(registers):
     return wiring.Signature(members)
 
 
-class NetworkTask(wiring.Component):
-    kind = None
-    scope = Scope.HEADER
-    needs_frame = False
-    modifies = False
-    reads_payload = False
-    writes_payload = False
-    seals_payload = False
-    type_id = None
-    version = 0x0001_0000
-    params = ()
-    config = None
-    model = None
-    doc = ""
-
-    @classmethod
-    def check_params(cls, raw):
-        """Validated build parameters with defaults filled in."""
-        if not isinstance(raw, dict):
-            raise ConfigError(f"nt {cls.kind}: parameters must be a table, not {raw!r}")
-        known = {p.name: p for p in cls.params}
-        for name in raw:
-            if name not in known:
-                raise ConfigError(f"nt {cls.kind}: unknown parameter {name!r} "
-                                  f"(known: {', '.join(sorted(known)) or 'none'})")
-        return {p.name: p.check(cls.kind, raw.get(p.name, p.default)) for p in cls.params}
-
-    @classmethod
-    def task_registers(cls, params):
-        """The NT's own registers, after the standard counters."""
-        return []
-
-    @classmethod
-    def registers(cls, params):
-        return [*STANDARD_REGISTERS, *cls.task_registers(params)]
-
-    @classmethod
-    def cycles_per_beat(cls, data_width, params):
-        """Cycles the NT needs per beat at saturation (1.0: line rate), the region-time cost the
-        scheduler charges a packet for (SuperNIC §5: NT cycles are a shared resource)."""
-        return 1.0
-
-    @classmethod
-    def register_block(cls, name, params):
-        return RegisterBlock(name, cls.type_id, cls.version, cls.registers(params),
-                             doc=cls.doc or (cls.__doc__ or "").strip().splitlines()[0])
+class NetworkTask(TaskDescription, wiring.Component):
+    """An NT's gateware: its description's attributes, three ports and an ``elaborate``."""
 
     def __init__(self, data_width, header_bytes=256, **params):
         self.data_width = check_data_width(data_width)
@@ -238,9 +111,3 @@ def task_class(kind):
     if kind not in classes:
         raise ConfigError(f"unknown NT {kind!r} (known: {', '.join(classes)})")
     return classes[kind]
-
-
-def model_class(task):
-    """The Python model class of an NT class (``task.model`` is ``"module:Class"``)."""
-    module, _, name = task.model.partition(":")
-    return getattr(importlib.import_module(f"supernic.sim.nt.{module}"), name)

@@ -1,1 +1,2 @@
-
+"""The header parser in gateware, generated from the declarations of supernic.desc.headers;
+imports supernic.desc and hw/."""

@@ -17,8 +17,9 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..stream import PacketSignature, check_data_width
-from .headers import DEFAULT_EXT_HEADERS, FIRST_HEADER, header_index
-from .meta import meta_layout, RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
+from ...desc.headers import DEFAULT_EXT_HEADERS, FIRST_HEADER, header_index
+from ...desc.meta import RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
+from .meta import meta_layout
 from .toeplitz import toeplitz_hash
 from .reach import walk_reach
 from .walk import stage_windows, walk_state_layout, walk_step

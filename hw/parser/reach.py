@@ -15,9 +15,9 @@ takes every value its error checks let through), which is all the pruning needs.
 import functools
 from dataclasses import dataclass
 
-from .headers import (HEADERS_BY_NAME, FIRST_HEADER, LAYERS, GROUPS, DEFAULT_EXT_HEADERS,
+from ...desc.headers import (HEADERS_BY_NAME, FIRST_HEADER, LAYERS, GROUPS, DEFAULT_EXT_HEADERS,
                       LengthFrom)
-from .meta import ERROR_FLAGS
+from ...desc.meta import ERROR_FLAGS
 
 __all__ = ["StepReach", "walk_reach", "header_lengths", "successors", "FIRST_STATE"]
 

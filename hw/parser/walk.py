@@ -11,9 +11,10 @@ import functools
 from amaranth.hdl import Cat, C, Mux, Signal
 from amaranth.lib import data
 
-from .headers import (HEADERS, LAYERS, GROUPS, DATAGRAM_END_BITS, DEFAULT_EXT_HEADERS, LengthFrom,
+from ...desc.headers import (HEADERS, LAYERS, GROUPS, DATAGRAM_END_BITS, DEFAULT_EXT_HEADERS, LengthFrom,
                       Offset, EndOf, HeaderLength, DatagramLeft, header_index, read_bytes)
-from .meta import ERROR_FLAGS, meta_layout, offset_width
+from ...desc.meta import ERROR_FLAGS, offset_width
+from .meta import meta_layout
 
 __all__ = ["walk_state_layout", "stage_windows", "walk_step", "NTH_HEADERS"]
 

@@ -19,9 +19,9 @@ from amaranth.lib.wiring import Out
 from amaranth.hdl._mem import MemoryInstance
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
-from ..cache import cache_root, locked
+from ...cache import cache_root, locked
 from .fingerprint import fingerprint
-from .statemap import StateItem, StateMap
+from ...desc.statemap import StateItem, StateMap
 
 __all__ = ["Inventory", "take_inventory", "TransformError", "Trap", "rewrite_prints"]
 

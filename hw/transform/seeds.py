@@ -25,7 +25,7 @@ import json
 import os
 from pathlib import Path
 
-from ..cache import cache_root
+from ...cache import cache_root
 
 __all__ = ["SHIPPED", "seed_key", "find_seed", "remember_seed", "seeds_enabled",
            "load_shipped"]

@@ -1,1 +1,1 @@
-"""Python models of the multi-tenant NIC blocks."""
+"""Python models of the multi-tenant NIC blocks; imports supernic.desc, sim/ and hw/."""

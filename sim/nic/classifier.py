@@ -5,8 +5,8 @@ model's metadata dict (:mod:`supernic.sim.parser_model`), the first one that mat
 tenant, and the counters follow the hardware's registers.
 """
 
-from ...hw.nic.classifier import ClassifierConfig, DefaultAction
-from ...hw.nic.layout import SEQ_BITS
+from ...desc.nic.classifier import ClassifierConfig, DefaultAction
+from ...desc.nic.shape import SEQ_BITS
 
 __all__ = ["ClassifierModel"]
 

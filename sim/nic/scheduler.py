@@ -15,8 +15,8 @@ each policy's long-run share of dispatched beats for backlogged tenants.
 
 from dataclasses import dataclass
 
-from ...hw.nic.policy import POLICY_CODES, TAG_BITS
-from ...hw.nic.scheduler import COST_ONE, SchedulerConfig
+from ...desc.nic.scheduler import POLICY_CODES, TAG_BITS
+from ...desc.nic.scheduler import COST_ONE, SchedulerConfig
 
 __all__ = ["SchedulerModel", "TenantLoad", "drf_allocation", "expected_shares",
            "dominant_cost"]

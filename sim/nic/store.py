@@ -12,8 +12,8 @@ the drop decisions from what the hardware delivers and checks them against these
 import copy
 from dataclasses import dataclass
 
-from ...hw.nic.layout import NicShape
-from ...hw.parser.meta import TAIL_FLAGS
+from ...desc.nic.shape import NicShape
+from ...desc.meta import TAIL_FLAGS
 
 __all__ = ["StoreOutcome", "PacketStoreModel", "beats_of", "last_beat_bytes"]
 

@@ -1,7 +1,7 @@
-"""Model of the ACL firewall (hw/nt/acl.py): the rules in order, first terminal match wins."""
+"""Model of the ACL firewall (sw/desc/nt/acl.py): the rules in order, first terminal match wins."""
 
-from ...hw.nt.acl import AclAction, AclConfig
-from ...hw.parser.meta import L3Kind
+from ...desc.nt.acl import AclAction, AclConfig
+from ...desc.meta import L3Kind
 from ..counter_bank import bank_counts, store_bank_counts
 from ..parser_model import ParserModel
 from ..traffic import random_packets

@@ -8,7 +8,9 @@ NT handles (it is then skipped). ``counters()`` returns what the NT's ``R`` regi
 """
 
 import copy
+import importlib
 
+from ...desc.errors import SnicError
 from ..traffic import build, random_packets, random_spec
 
 __all__ = ["TaskModel", "StateBridgeError", "SKIP_FLAGS", "skips", "exact_size_frames",
@@ -17,6 +19,12 @@ __all__ = ["TaskModel", "StateBridgeError", "SKIP_FLAGS", "skips", "exact_size_f
 
 #: Parse errors known on the first beat; a packet with one of them is passed unchanged.
 SKIP_FLAGS = ("truncated", "malformed", "runt")
+
+
+def model_class(task):
+    """The Python model class of an NT (``task.model`` is ``"module:Class"`` in this package)."""
+    module, _, name = task.model.partition(":")
+    return getattr(importlib.import_module(f"supernic.sim.nt.{module}"), name)
 
 
 def skips(meta):
@@ -40,7 +48,7 @@ KEPT_FIELDS = ("flow_hash", "ts", "drop", "mark")
 def contract_differences(parser, out_frame, out_meta):
     """Contract rule 4: the metadata fields (tail flags and :data:`KEPT_FIELDS` aside) where
     an NT's output metadata differs from what ``parser`` finds in the frame that left."""
-    from ...hw.parser.meta import TAIL_FLAGS
+    from ...desc.meta import TAIL_FLAGS
     parsed = parser.parse(out_frame)
     wrong = []
     for key, want in parsed.items():
@@ -125,7 +133,7 @@ class TaskModel:
     def load_hw_state(self, values):
         """Take over the state of this NT's hardware, stopped at a packet boundary (its
         pipeline empty): ``values`` is the state map's decode of a capture
-        (:meth:`~supernic.hw.transform.statemap.StateMap.decode`). The model, configured as
+        (:meth:`~supernic.desc.statemap.StateMap.decode`). The model, configured as
         the hardware is, then goes on as the hardware would have: same outputs, counters and
         tables."""
         self._require_bridge()
@@ -160,6 +168,6 @@ class TaskModel:
                                    f"hardware's state map and the model's state yet")
 
 
-class StateBridgeError(ValueError):
+class StateBridgeError(SnicError, ValueError):
     """A state cannot move between an NT's hardware and its model."""
 

@@ -2,7 +2,7 @@
 
 Deliberately naive: the quarter round, the block function and the encryption are the RFC's
 pseudo-code over Python integers, one 64-byte block at a time, with nothing shared with the
-gateware. The model knows the NT's nonce scheme (see :mod:`supernic.hw.nt.chacha20`):
+gateware. The model knows the NT's nonce scheme (see :mod:`supernic.desc.nt.chacha20`):
 
 * the nonce of the ``s``-th packet the NT applies to (``s`` from 0, counted per NT since reset)
   is ``nonce_prefix`` (4 bytes, little-endian) followed by ``s`` (8 bytes, little-endian);
@@ -18,7 +18,7 @@ computes: one for every ``64 // beat`` beats of a packet from the beat holding
 ``payload_off`` on, rounded up (whole beats count, so the last block may be partly unused).
 """
 
-from ...hw.nt.chacha20 import ChaCha20Config
+from ...desc.nt.chacha20 import ChaCha20Config
 from .base import StateBridgeError, TaskModel
 from ..traffic import build, random_spec
 

@@ -1,9 +1,9 @@
-"""Models of the checksum NTs (hw/nt/checksum.py): ``csum_verify`` and ``csum_offload``.
+"""Models of the checksum NTs (sw/desc/nt/checksum.py): ``csum_verify`` and ``csum_offload``.
 
 Deliberately plain: each checksum is summed over the frame's bytes with
-:func:`~.checksum.ones_sum`, in one go, by the rules in the hardware module's docstring. The
-hardware's binary sums folded at the end give the same 16-bit values (RFC 1071 section 2(B)),
-and scapy checks the offload's results in the tests.
+:func:`~.checksum.ones_sum`, in one go, by the rules in the description's docstring
+(:mod:`supernic.desc.nt.checksum`). The hardware's binary sums folded at the end give the same
+16-bit values (RFC 1071 section 2(B)), and scapy checks the offload's results in the tests.
 
 :func:`corrupt_checksums` spoils checksum fields of test frames so that the verifier has bad
 checksums to find and the offload has wrong ones to mend; :func:`scapy_recomputed` is the
@@ -13,8 +13,8 @@ independent reference the tests hold the NTs' checksums to.
 import random
 import struct
 
-from ...hw.nt.checksum import OffloadConfig, VerifyConfig
-from ...hw.parser.meta import L3Kind, L4Kind
+from ...desc.nt.checksum import OffloadConfig, VerifyConfig
+from ...desc.meta import L3Kind, L4Kind
 from ..parser_model import ParserModel
 from .base import TaskModel, exact_size_frames
 from .checksum import ones_add, ones_sum, words16

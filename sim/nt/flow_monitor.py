@@ -1,9 +1,9 @@
 """Model of the flow monitor (hw/nt/flow_monitor.py): a dict of buckets and a list of sketch
 rows, updated packet by packet in order, as plainly as the rules read."""
 
-from ...hw.nt.flow_monitor import (FlowMonitorConfig, entry_layout, sketch_column, sketch_input,
-                                   sketch_matrix)
-from ...hw.parser.meta import TOEPLITZ_KEY, L3Kind
+from ...desc.meta import TOEPLITZ_KEY, L3Kind
+from ...desc.nt.flow_monitor import FlowMonitorConfig, sketch_column, sketch_input, sketch_matrix
+from ...hw.nt.flow_monitor import entry_layout
 from ..layout_codec import decode, encode
 from ..toeplitz import flow_hash_input, toeplitz
 from ..traffic import random_packets

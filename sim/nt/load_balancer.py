@@ -8,8 +8,8 @@ the VIP with valid checksums.
 
 import random
 
-from ...hw.nt.load_balancer import LoadBalancerConfig
-from ...hw.parser.meta import L3Kind, L4Kind
+from ...desc.meta import L3Kind, L4Kind
+from ...desc.nt.load_balancer import LoadBalancerConfig
 from ..parser_model import ParserModel
 from .base import StateBridgeError, TaskModel, exact_size_frames, light_frames, skips
 from .checksum import checksum_update, udp_checksum_update

@@ -1,4 +1,5 @@
-"""Model of the static IPv4 NAT (hw/nt/nat.py): the rules of its docstring, written plainly.
+"""Model of the static IPv4 NAT (hw/nt/nat.py): the rules of its description's docstring
+(sw/desc/nt/nat.py), written plainly.
 
 The checksum arithmetic is the hardware's, term for term (RFC 1624 eqn. 3 over the same word
 pairs, :mod:`.checksum`), so the two agree bit for bit, including the 0x0000/0xFFFF choice; the
@@ -7,8 +8,9 @@ tests check the results against scapy's full recomputation.
 
 import random
 
-from ...hw.nt.nat import NAT_TABLES, PROTO_TCP, PROTO_UDP, NatConfig, NatEntry, _entry_layout
-from ...hw.parser.meta import L3Kind, L4Kind
+from ...desc.meta import L3Kind, L4Kind
+from ...desc.nt.nat import NAT_TABLES, PROTO_TCP, PROTO_UDP, NatConfig, NatEntry
+from ...hw.nt.nat import _entry_layout
 from ..counter_bank import bank_counts, store_bank_counts
 from ..layout_codec import decode
 from ..parser_model import ParserModel

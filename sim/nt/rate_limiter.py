@@ -1,4 +1,4 @@
-"""Model of the rate limiter (hw/nt/rate_limiter.py): token buckets on ingress timestamps.
+"""Model of the rate limiter (sw/desc/nt/rate_limiter.py): token buckets on ingress timestamps.
 
 Deliberately plain: a bucket is its tokens (fixed point, :data:`RATE_FRACTION_BITS` fraction
 bits, as the hardware keeps them) and the timestamp of its last packet; each metered packet
@@ -8,10 +8,11 @@ here by design: the refill composes exactly (see the hardware module docstring),
 :meth:`RateLimiterModel.verify_hardware` checks the token state with that rule.
 """
 
-from ...hw.nt.rate_limiter import (
-    _COUNTERS, RATE_FRACTION_BITS, TOKEN_BITS, Action, Bucket, ClassKind, RateLimiter,
-    RateLimiterConfig, TrafficClass, _config_layout, _Op, _op_layout, packet_bytes)
-from ...hw.parser.meta import L3Kind
+from ...desc.meta import L3Kind
+from ...desc.nt.rate_limiter import (
+    _COUNTERS, RATE_FRACTION_BITS, TOKEN_BITS, Action, Bucket, ClassKind, RateLimiterConfig,
+    RateLimiterDescription, TrafficClass, packet_bytes)
+from ...hw.nt.rate_limiter import _config_layout, _Op, _op_layout
 from ..layout_codec import decode
 from ..parser_model import ParserModel
 from ..traffic import random_packets
@@ -199,7 +200,7 @@ class RateLimiterModel(TaskModel):
             self.counts[i] = {name: row >> (64 * k) & (2 ** 64 - 1)
                               for k, name in enumerate(_COUNTERS)}
         self.now = values["now"] if values["now_valid"] else None
-        bb = RateLimiter._bucket_bits(self.params)
+        bb = RateLimiterDescription._bucket_bits(self.params)
         for k in range(1, 7):
             if not values[f"s{k}_busy"]:
                 continue

@@ -1,4 +1,4 @@
-"""Models of ``vlan_push`` and ``vlan_pop`` (hw/nt/vlan.py states the behaviour).
+"""Models of ``vlan_push`` and ``vlan_pop`` (sw/desc/nt/vlan.py states the behaviour).
 
 Plain byte operations on the frame and the metadata dict; the shared pieces (offsets moved by a
 header that comes or goes, the traffic mix) serve the VXLAN models too.
@@ -6,8 +6,8 @@ header that comes or goes, the traffic mix) serve the VXLAN models too.
 
 import struct
 
-from ...hw.nt.vlan import MAC_BYTES, TAG_BYTES, VlanPopConfig, VlanPushConfig
-from ...hw.parser.meta import RUNT_BYTES, TenantKind
+from ...desc.meta import RUNT_BYTES, TenantKind
+from ...desc.nt.vlan import MAC_BYTES, TAG_BYTES, VlanPopConfig, VlanPushConfig
 from ..traffic import random_packets
 from .base import TaskModel, exact_size_frames
 

@@ -1,11 +1,11 @@
-"""Models of ``vxlan_encap`` and ``vxlan_decap`` (hw/nt/vxlan.py states the behaviour)."""
+"""Models of ``vxlan_encap`` and ``vxlan_decap`` (sw/desc/nt/vxlan.py states the behaviour)."""
 
 import struct
 
-from ...hw.nt.vxlan import (ENCAP_BYTES, MAX_INNER_TAGS, SPORT_BASE, VxlanDecapConfig,
-                            VxlanEncapConfig)
-from ...hw.parser.headers import VXLAN_PORT
-from ...hw.parser.meta import L3Kind, L4Kind, TenantKind
+from ...desc.headers import VXLAN_PORT
+from ...desc.meta import L3Kind, L4Kind, TenantKind
+from ...desc.nt.vxlan import (ENCAP_BYTES, MAX_INNER_TAGS, SPORT_BASE, VxlanDecapConfig,
+                              VxlanEncapConfig)
 from ..parser_model import ParserModel
 from ..traffic import ETH_EXPERIMENTAL, PacketSpec, build, checksum16
 from .base import TaskModel, exact_size_frames

@@ -22,8 +22,9 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
-from supernic.hw.chain.spec import load_chain
-from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
+from supernic.desc.chain import load_chain
+from supernic.desc.meta import TAIL_FLAGS
+from supernic.hw.parser.meta import meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.chain_model import ChainModel, chain_traffic

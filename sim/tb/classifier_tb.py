@@ -31,10 +31,12 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
-from supernic.hw.nic.classifier import (
-    ClassifierConfig, ClassifierShell, DefaultAction, classifier_block, classifier_register_map)
-from supernic.hw.nic.layout import NicShape, nic_layout
-from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
+from supernic.hw.nic.classifier import ClassifierShell, classifier_register_map
+from supernic.desc.nic.classifier import ClassifierConfig, DefaultAction, classifier_block
+from supernic.desc.nic.shape import NicShape
+from supernic.hw.nic.layout import nic_layout
+from supernic.desc.meta import TAIL_FLAGS
+from supernic.hw.parser.meta import meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, pattern, start_and_reset
 from supernic.sim.layout_codec import decode, diff as _diff
@@ -42,7 +44,7 @@ from supernic.sim.nic.classifier import ClassifierModel
 from supernic.sim.nt.base import exact_size_frames, light_frames
 from supernic.sim.parser_model import ParserModel, is_error
 from supernic.sim.tb.nt_tb import input_beats
-from supernic.sim.traffic import KINDS
+from supernic.desc.packet_kinds import KINDS
 from supernic.sim.tb.bench_env import env as _env, write_result as _write_result
 
 __all__ = ["classifier_simulator", "classifier_traffic"]

@@ -16,7 +16,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 
 from supernic.driver.discovery import check_supported, discover, read_register
 from supernic.driver.transport import Response
-from supernic.hw.csr.registers import RW, W1P
+from supernic.desc.registers import RW, W1P
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.csr_model import RegisterFileModel
 from supernic.sim.tb.csr_top import BUILD_ID, CYCLES_INIT, CYCLES_STEP, csr_test_map

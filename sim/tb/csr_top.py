@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from supernic.hw.csr.axil import AxiLiteSignature
 from supernic.hw.csr.regfile import RegisterFile
-from supernic.hw.csr.registers import R, RW, W1P, Register, RegisterBlock, RegisterMap
+from supernic.desc.registers import R, RW, W1P, Register, RegisterBlock, RegisterMap
 
 __all__ = ["BUILD_ID", "CYCLES_INIT", "CYCLES_STEP", "ADDR_WIDTH", "csr_test_map", "CsrTop"]
 

@@ -16,10 +16,10 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import read_register, write_register
 from supernic.driver.rebalance import balanced_table, read_loads
-from supernic.hw.chain.spec import load_chain
-from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
-from supernic.hw.nic.layout import NicShape
-from supernic.hw.nic.scheduler import SchedulerConfig, scheduler_block
+from supernic.desc.chain import load_chain
+from supernic.desc.nic.classifier import ClassifierConfig, classifier_block
+from supernic.desc.nic.shape import NicShape
+from supernic.desc.nic.scheduler import SchedulerConfig, scheduler_block
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import frame_to_beats, start_and_reset
 from supernic.sim.chain_model import chain_traffic

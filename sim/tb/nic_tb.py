@@ -31,12 +31,14 @@ from supernic.driver.control import chain_writes
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
 from supernic.driver.migration import configuration_registers, move_instance
 from supernic.driver.state import RegionState
+from supernic.sim.model_migration import from_model, to_model
 from supernic.driver.timeshare import TimeShare
-from supernic.hw.chain.spec import load_chain, split_chain
-from supernic.hw.nic.classifier import ClassifierConfig, classifier_block
-from supernic.hw.nic.layout import NicShape, nic_layout
-from supernic.hw.nic.scheduler import SchedulerConfig, scheduler_block
-from supernic.hw.parser.meta import TAIL_FLAGS
+from supernic.desc.chain import load_chain, split_chain
+from supernic.desc.nic.classifier import ClassifierConfig, classifier_block
+from supernic.desc.nic.shape import NicShape
+from supernic.hw.nic.layout import nic_layout
+from supernic.desc.nic.scheduler import SchedulerConfig, scheduler_block
+from supernic.desc.meta import TAIL_FLAGS
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import frame_to_beats, pattern, start_and_reset
 from supernic.sim.chain_model import chain_traffic
@@ -145,8 +147,8 @@ async def deploy(bus, regmap, design, deployment, shape, policy, rng, shared=())
 def time_share_variant(spec, key):
     """``spec`` for a second tenant sharing its region: its own key and a configuration that
     meters differently (the rate limiter's buckets, or the chain as it is)."""
-    from supernic.hw.nt.rate_limiter import (Action, Bucket, ClassKind, RateLimiterConfig,
-                                             TrafficClass)
+    from supernic.desc.nt.rate_limiter import (Action, Bucket, ClassKind, RateLimiterConfig,
+                                               TrafficClass)
 
     def swap(node):
         if node.kind != "rate_limiter":
@@ -375,8 +377,14 @@ async def random_traffic(dut):
     per_tenant = {}
     total = {"in": len(inputs), "classifier_dropped": 0, "queue_dropped": 0,
              "store_dropped": await reg("store", "drops"),
-             "stall_dropped": await reg("store", "stall_drops"), "nt_dropped": 0,
+             "stall_dropped": await reg("store", "stall_drops"),
+             "misrouted": await reg("store", "misrouted"), "nt_dropped": 0,
              "delivered": 0}
+    # The control plane writes only regions the NIC has, and every chain keeps its header
+    # length: the model expects neither drop nor error of these two.
+    for name in ("misrouted", "header_errors"):
+        if await reg("store", name):
+            problems.append(f"store.{name}: hw {hw['store.' + name]} model 0")
     for p in range(shape.ports):
         total["classifier_dropped"] += hw[f"classifier{p}.dropped"]
     for t in sorted(deployment.chains):
@@ -421,7 +429,7 @@ async def random_traffic(dut):
                     problems += [f"{block}: {p}" for p in
                                  await m.verify_hardware(BlockAccess(bus, regmap, block))]
     accounted = (total["classifier_dropped"] + total["queue_dropped"] + total["store_dropped"]
-                 + total["stall_dropped"]
+                 + total["stall_dropped"] + total["misrouted"]
                  + total["nt_dropped"] + total["delivered"])
     if accounted != total["in"]:
         problems.append(f"packets unaccounted for: {total}")
@@ -471,7 +479,7 @@ async def suspend_and_restore(bus, design, run, regions, after, rng, report):
         # To the chain's Python model and back: the model must report what the NTs'
         # registers read now, and the hardware runs on from the model's state (the run's
         # output and counters are checked against the NIC model).
-        model, taken = await region.to_model()
+        model, taken = await to_model(region)
         differences = {}
         for node, nt_model in model.models.items():
             block = f"r{r}_{name}_{node}"
@@ -480,7 +488,7 @@ async def suspend_and_restore(bus, design, run, regions, after, rng, report):
                    for k in want}
             if got != want:
                 differences[block] = {"hw": got, "model": want}
-        await region.from_model(model, taken)
+        await from_model(region, model, taken)
         await region.resume()
         report.append({
             "region": r, "personality": name, "words": len(snapshot["words"]),

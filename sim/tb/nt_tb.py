@@ -23,8 +23,10 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from supernic.driver.discovery import check_supported, discover, read_register, write_register
-from supernic.hw.nt.task import model_class, task_class
-from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
+from supernic.hw.nt.task import task_class
+from supernic.sim.nt.base import model_class
+from supernic.desc.meta import TAIL_FLAGS
+from supernic.hw.parser.meta import meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.layout_codec import decode, diff as _diff, encode

@@ -21,7 +21,8 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from supernic.driver.discovery import check_supported, discover, read_register
-from supernic.hw.parser.meta import TAIL_FLAGS, meta_layout
+from supernic.desc.meta import TAIL_FLAGS
+from supernic.hw.parser.meta import meta_layout
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.layout_codec import decode, diff as _diff

@@ -35,9 +35,11 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import read_register, write_register
-from supernic.hw.nic.layout import BEATS_BITS, NicShape, nic_layout
-from supernic.hw.nic.scheduler import SchedulerConfig, scheduler_block, trace_layout
-from supernic.hw.parser.meta import TAIL_FLAGS
+from supernic.desc.nic.shape import BEATS_BITS, NicShape
+from supernic.hw.nic.layout import nic_layout
+from supernic.hw.nic.scheduler import trace_layout
+from supernic.desc.nic.scheduler import SchedulerConfig, scheduler_block
+from supernic.desc.meta import TAIL_FLAGS
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import frame_to_beats, pattern
 from supernic.sim.layout_codec import decode

@@ -43,9 +43,10 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from supernic.hw.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
-from supernic.hw.nic.layout import NicShape, nic_layout
+from supernic.desc.nic.shape import NicShape
+from supernic.hw.nic.layout import nic_layout
 from supernic.hw.nic.store import PacketStore
-from supernic.hw.parser.meta import TAIL_FLAGS
+from supernic.desc.meta import TAIL_FLAGS
 from supernic.hw.stream import PacketSignature, packet_layout
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.layout_codec import decode, diff as _diff, encode

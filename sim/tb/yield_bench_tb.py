@@ -19,7 +19,7 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from supernic.hw.transform.statemap import StateMap
+from supernic.desc.statemap import StateMap
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import StreamHarness, pattern, start_and_reset
 from supernic.sim.tb.bench_env import design as _design, env as _env, write_result as _write_result

@@ -35,9 +35,10 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from supernic.driver.discovery import read_register, write_register
 from supernic.driver.state import register_of_port
-from supernic.hw.nt.task import model_class, task_class
+from supernic.hw.nt.task import task_class
+from supernic.sim.nt.base import model_class
 from supernic.hw.parser.meta import meta_layout
-from supernic.hw.transform.statemap import StateMap
+from supernic.desc.statemap import StateMap
 from supernic.sim.bfm import StreamHarness, pattern
 from supernic.sim.tb.bench_env import design as _design, env as _env, write_result
 from supernic.sim.tb.nt_tb import (BlockAccess, _setup, check_random_traffic, model_traffic,

@@ -15,8 +15,8 @@ import json
 import time
 from pathlib import Path
 
-from ...hw.chain.spec import load_chain
-from ...hw.config import DesignConfig
+from ...desc.chain import load_chain
+from ...desc.config import DesignConfig
 from ..chain_model import chain_traffic
 from ..session import chain_design, chain_simulator, run_bench
 from .device import VirtualDevice
@@ -151,9 +151,10 @@ def nic_replay(config, packets, progress=print, seed=5):
 
     from ...driver.client import DeviceClient, SocketBus
     from ...driver.control import ControlPlane
-    from ...driver.server import DeviceServer, serving_in_thread
-    from ...driver.traffic import (make_schedule, parse_flow, replay_schedule, run_traffic,
-                                   write_pcap_out)
+    from ...driver.server import serving_in_thread
+    from .serve import device_server
+    from ...driver.traffic import parse_flow, replay_schedule, run_traffic, write_pcap_out
+    from ..flows import make_schedule
     from ..build import generated_design
     from ..traffic import write_pcap
 
@@ -190,7 +191,7 @@ def nic_replay(config, packets, progress=print, seed=5):
             return run, {"read_s": t1 - t0, "run_s": t2 - t1, "write_s": t3 - t2}
 
     with VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress) as device:
-        with serving_in_thread(DeviceServer(device, device.regmap, paths["regmap"]), sock):
+        with serving_in_thread(device_server(device, paths["regmap"]), sock):
             run, times = asyncio.run(session())
     cycles = run.end_cycle - run.start_cycle
     return {"packets": packets, "delivered": len(run.frames), "cycles": cycles,
@@ -211,7 +212,8 @@ def nic_saturated_rate(config, cycles=200_000, progress=print, variant=None,
     import asyncio
 
     from ...driver.control import ControlPlane
-    from ...driver.traffic import make_schedule, parse_flow
+    from ...driver.traffic import parse_flow
+    from ..flows import make_schedule
     from ..build import generated_design
     from .device import DeviceRegisterBus
     from .profile import block_profile, profile_run, read_structure
@@ -254,7 +256,7 @@ def nic_cocotb_rate(config, progress=print, windows=(2_000, 12_000)):
     """cocotb's marginal cycles/s on the same NIC and the same kind of traffic: the NIC bench's
     ``shares`` scenario (two tenants saturating both ports, as above) run with two window
     lengths; the difference in cycles over the difference in wall time."""
-    from ...tools.bench_nic import MB_MODULE
+    from ..tb import NIC_BENCH_MODULE
     from ..build import generated_design
     from ..session import design_simulator
     sim = design_simulator(config, progress=progress)
@@ -269,6 +271,6 @@ def nic_cocotb_rate(config, progress=print, windows=(2_000, 12_000)):
         t = time.perf_counter()
         run_bench(sim, "shares", {"SNIC_SCENARIO": json.dumps({
             "tenants": tenants, "policy": "drf", "window": window, "warmup": 1000,
-            "calibrate": False})}, module=MB_MODULE)
+            "calibrate": False})}, module=NIC_BENCH_MODULE)
         runs.append((window, time.perf_counter() - t))
     return _marginal(runs)

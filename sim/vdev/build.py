@@ -16,8 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..build import SPLIT_CFUNCS, _locked, cache_root
-from ..toolchain import ensure_verilator
+from ..build import SPLIT_CFUNCS, _locked
+from ...cache import cache_root
+from ...toolchain import ensure_verilator
 from .ports import harness_header, read_ports
 
 __all__ = ["build_library", "BuildError", "HARNESS_SOURCE", "OPT_FAST"]

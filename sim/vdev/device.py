@@ -13,9 +13,9 @@ its accept cycle modulo 2**32 (:meth:`VirtualDevice.ingress_cycles`).
 
 import ctypes
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+from ...driver.packets import Delivered
 from ...driver.transport import RegisterAccessError, RegisterBus, Response
 from .build import build_library
 
@@ -31,18 +31,6 @@ class DrainTimeout(RuntimeError):
 
 class BusTimeout(RuntimeError):
     """A register access got no response within :data:`BUS_TIMEOUT_CYCLES`."""
-
-
-@dataclass(frozen=True)
-class Delivered:
-    """A packet that left ``m_axis``: its bytes (lanes with ``tkeep`` set), ``tuser`` on its
-    first and last beat as ints, and the cycles its first and last beat left."""
-    data: bytes
-    first_user: int
-    last_user: int
-    first_cycle: int
-    last_cycle: int
-    beats: int
 
 
 def _declare(lib):

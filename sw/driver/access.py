@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..desc.errors import SnicError
 from .tenant_scope import RegisterScope, region_prefixes
 
 __all__ = ["OPERATOR", "TENANT", "TENANT_OPS", "AccessDenied", "Role", "AccessControl",
@@ -52,7 +53,7 @@ TENANT_OPS = frozenset({"hello", "auth", "access", "cycle", "read32", "write32",
 SHARED_COUNTER_BLOCKS = ("scheduler", "store", "egress")
 
 
-class AccessDenied(Exception):
+class AccessDenied(SnicError):
     """A request its connection's role may not make (the message is the reply's one line)."""
 
 
@@ -157,7 +158,7 @@ class AccessControl:
     def check(self, role, request, key_of=None):
         """Raise :class:`AccessDenied` (and count it) unless ``role`` (``None``: no token yet)
         may make ``request``. ``key_of(request)`` gives the tenant keys of the frames a push
-        carries (``None`` for a frame with none)."""
+        carries (``None`` for a frame with none); without it a tenant may not push."""
         reason = self._reason(role, request, key_of)
         if reason is not None:
             self._deny(role, reason)
@@ -189,7 +190,10 @@ class AccessControl:
                        else role.scope.may_write(address))
             if not allowed:
                 return role.scope.refusal("read" if op == "read32" else "write", address)
-        if op in ("push", "push_batch") and key_of is not None:
+        if op in ("push", "push_batch"):
+            if key_of is None:
+                return (f"{role.name} may not push here: this server cannot read frames' "
+                        f"tenant keys")
             for key in key_of(request):
                 if key not in role.keys:
                     what = "no tenant key" if key is None else f"key {key}"

@@ -23,7 +23,10 @@
 A connection to a served device presents a token: the operator's from the file beside the
 socket, a tenant's (written by snic deploy) from $SNIC_TOKEN_FILE (sw/driver/access.py).
 
-Exit codes: 0 success, 1 a check failed (mismatch, lint warning), 2 bad usage or configuration.
+Exit codes: 0 success, 1 a check failed (mismatch, lint warning) or an operation failed on the
+device, 2 bad usage, a bad configuration or a request refused before anything changed. Every
+error a command reports is a :class:`~supernic.desc.errors.SnicError` carrying its exit code,
+caught once, in :func:`main`.
 """
 
 import argparse
@@ -31,6 +34,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from ..desc.errors import SnicError
 
 __all__ = ["main"]
 
@@ -46,12 +51,9 @@ def _error(message):
 
 
 def _load(args):
-    from ..hw.config import ConfigError, default_config_path, load_config
-    try:
-        return load_config(args.config or default_config_path())
-    except ConfigError as e:
-        _error(e)
-        sys.exit(2)
+    """The design configuration of ``--config`` (a :class:`ConfigError` reaches :func:`main`)."""
+    from ..desc.config import default_config_path, load_config
+    return load_config(args.config or default_config_path())
 
 
 def cmd_build(args):
@@ -59,13 +61,8 @@ def cmd_build(args):
     config = _load(args)
     console = _console()
     t = time.monotonic()
-    from ..hw.config import ConfigError
-    try:
-        with console.status(f"generating {config.name} ({config.data_width}-bit)...") as status:
-            paths = write_design(config, args.out, progress=status.update, personalities=True)
-    except ConfigError as e:
-        _error(e)
-        return 2
+    with console.status(f"generating {config.name} ({config.data_width}-bit)...") as status:
+        paths = write_design(config, args.out, progress=status.update, personalities=True)
     console.print(f"wrote [bold]{paths['verilog']}[/] and [bold]{paths['regmap']}[/] "
                   f"in {time.monotonic() - t:.1f} s")
     for tenant, chain in paths["chains"].items():
@@ -98,7 +95,7 @@ def cmd_lint(args):
 
 
 def cmd_demo(args):
-    from .demo import run_demo
+    from ..sim.demo import run_demo
     return run_demo(_load(args), packets=args.packets, seed=args.seed, console=_console())
 
 
@@ -121,8 +118,9 @@ def cmd_bench(args):
     if only and args.name not in ("nt", "transform", "formal"):
         _error(f"--only applies to the nt, transform and formal benchmarks, not {args.name!r}")
         return 2
+    config = _load(args)
     try:
-        result = run_benchmark(args.name, _load(args), console=_console(stderr=True),
+        result = run_benchmark(args.name, config, console=_console(stderr=True),
                                quick=args.quick, only=only)
     except ValueError as e:
         _error(e)
@@ -161,7 +159,8 @@ def cmd_fuzz(args):
 
 
 def cmd_device_serve(args):
-    from .server import ServerError, serve_design, serve_mapped
+    from ..sim.vdev.serve import serve_design
+    from .server import serve_mapped
     console = _console(stderr=True)
 
     def announce(line):
@@ -169,27 +168,22 @@ def cmd_device_serve(args):
     if args.mmap is not None and args.regmap is None:
         _error("--mmap needs --regmap (the design JSON that snic build wrote)")
         return 2
-    try:
-        if args.mmap is not None:
-            serve_mapped(args.mmap, args.regmap, args.socket, args.port, size=args.map_size,
-                         announce=announce)
-            return 0
-        config = _load(args)
-        # Progress goes to stderr line by line: the first build of a 512-bit NIC takes minutes.
-        serve_design(config, args.socket, args.port, progress=console.log, announce=announce)
-    except ServerError as e:
-        _error(e)
-        return 2
+    if args.mmap is not None:
+        serve_mapped(args.mmap, args.regmap, args.socket, args.port, size=args.map_size,
+                     announce=announce)
+        return 0
+    config = _load(args)
+    # Progress goes to stderr line by line: the first build of a 512-bit NIC takes minutes.
+    serve_design(config, args.socket, args.port, progress=console.log, announce=announce)
     return 0
 
 
 def cmd_status(args):
     import asyncio
-    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
-    from .discovery import DiscoveryError, UnsupportedDesignError
+    from .client import DeviceClient, SocketBus
     from .status import (StatusError, read_status, read_tenant_status, render_status,
                          render_tenant_status)
-    from .transport import MmapBus, RegisterAccessError
+    from .transport import MmapBus
 
     async def over_socket():
         client = await DeviceClient.connect(args.socket, args.port)
@@ -224,15 +218,7 @@ def cmd_status(args):
     if args.mmap is not None and args.regmap is None:
         _error("--mmap needs --regmap (the design JSON that snic build wrote)")
         return 2
-    try:
-        status = asyncio.run(over_mmap() if args.mmap is not None else over_socket())
-    except UnsupportedDesignError as e:
-        _error(f"design not supported: {e}")
-        return 2
-    except (DeviceUnavailable, DeviceError, StatusError, DiscoveryError,
-            RegisterAccessError) as e:
-        _error(e)
-        return 2
+    status = asyncio.run(over_mmap() if args.mmap is not None else over_socket())
     if args.json:
         print(json.dumps(status, indent=2))
     elif status.get("role") == "tenant":
@@ -275,16 +261,13 @@ async def _revoke(client, tenant):
 
 
 def _control(args, operation, after=None):
-    """Run ``operation(plane)`` on a control plane attached to the served device; map its
-    errors to exit codes: 2 refused before any write (bad spec, unknown tenant, not enough
-    regions, a taken key, unsupported design, no device), 1 failed on the device (a deploy is
-    rolled back)."""
+    """Run ``operation(plane)`` on a control plane attached to the served device and return
+    its result. Its errors carry their exit codes to :func:`main`: 2 refused before any write
+    (bad spec, unknown tenant, not enough regions, a taken key, unsupported design, no device),
+    1 failed on the device (a deploy is rolled back)."""
     import asyncio
-    from ..hw.config import ConfigError
-    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
-    from .control import ControlError, ControlPlane, DeployRefused
-    from .discovery import DiscoveryError, UnsupportedDesignError
-    from .transport import RegisterAccessError
+    from .client import DeviceClient, SocketBus
+    from .control import ControlPlane
 
     async def session():
         client = await DeviceClient.connect(args.socket, args.port)
@@ -298,48 +281,33 @@ def _control(args, operation, after=None):
                 await after(client, plane, result)
             return result
 
-    try:
-        return 0, asyncio.run(session())
-    except UnsupportedDesignError as e:
-        _error(f"design not supported: {e}")
-    except (ConfigError, DeployRefused, DeviceUnavailable, DiscoveryError) as e:
-        _error(e)   # ChainError is a ConfigError: a bad spec
-    except (ControlError, DeviceError, RegisterAccessError) as e:
-        _error(e)   # failed on the device: a deploy was rolled back, an undeploy says where
-        return 1, None
-    return 2, None
+    return asyncio.run(session())
 
 
 def cmd_deploy(args):
-    from ..hw.chain.spec import load_chain
-    from ..hw.config import ConfigError
-    try:
-        # The file's own errors come first: a user with a broken spec and no device running is
-        # told what is wrong with the file, not to start a device (the control plane loads it
-        # again, which is cheap, so it sees exactly the spec that was checked).
-        load_chain(args.spec)
-    except ConfigError as e:    # ChainError is a ConfigError
-        _error(e)
-        return 2
+    from ..desc.chain import load_chain
+    # The file's own errors (a ChainError) come first: a user with a broken spec and no device
+    # running is told what is wrong with the file, not to start a device (the control plane
+    # loads it again, which is cheap, so it sees exactly the spec that was checked).
+    load_chain(args.spec)
     token = {}
 
     async def grant(client, plane, record):
         token["path"] = await _grant(client, record)
 
-    code, record = _control(args, lambda plane: plane.deploy(
+    record = _control(args, lambda plane: plane.deploy(
         args.spec, args.tenant, instances=args.instances, weight=args.weight,
         share=args.share), after=grant)
-    if record is not None:
-        print(f"deployed {record.chain} as tenant {record.tenant} on regions "
-              f"{', '.join(map(str, record.regions))}"
-              + (f", split: its branches in linked region(s) "
-                 f"{', '.join(map(str, record.branches))}" if record.branches else "")
-              + (f", time-shared (held until snic switch --region {args.share} --tenant "
-                 f"{record.tenant})" if args.share is not None else ""))
-        if token.get("path"):
-            print(f"tenant {record.tenant}'s token (its own blocks only): {token['path']} "
-                  f"(SNIC_TOKEN_FILE={token['path']} snic status)")
-    return code
+    print(f"deployed {record.chain} as tenant {record.tenant} on regions "
+          f"{', '.join(map(str, record.regions))}"
+          + (f", split: its branches in linked region(s) "
+             f"{', '.join(map(str, record.branches))}" if record.branches else "")
+          + (f", time-shared (held until snic switch --region {args.share} --tenant "
+             f"{record.tenant})" if args.share is not None else ""))
+    if token.get("path"):
+        print(f"tenant {record.tenant}'s token (its own blocks only): {token['path']} "
+              f"(SNIC_TOKEN_FILE={token['path']} snic status)")
+    return 0
 
 
 def cmd_rebalance(args):
@@ -349,30 +317,27 @@ def cmd_rebalance(args):
             for _ in range(max(1, args.cycles // 256)):
                 await plane.wait()
         return await plane.rebalance(args.tenant, measure)
-    code, report = _control(args, rebalance)
-    if report is not None:
-        print(f"rebalanced tenant {args.tenant}'s flow table over {report['beats']} beats: "
-              f"busiest instance {report['imbalance_in_turn']:.3f} of the mean with entries "
-              f"in turn, {report['imbalance_balanced']:.3f} now")
-    return code
+    report = _control(args, rebalance)
+    print(f"rebalanced tenant {args.tenant}'s flow table over {report['beats']} beats: "
+          f"busiest instance {report['imbalance_in_turn']:.3f} of the mean with entries "
+          f"in turn, {report['imbalance_balanced']:.3f} now")
+    return 0
 
 
 def cmd_switch(args):
-    code, share = _control(args, lambda plane: plane.switch(args.region, args.tenant))
-    if share is not None:
-        print(f"region {args.region}: tenant {args.tenant}'s context loaded (held: "
-              f"{', '.join(map(str, sorted(share.contexts))) or 'none'})")
-    return code
+    share = _control(args, lambda plane: plane.switch(args.region, args.tenant))
+    print(f"region {args.region}: tenant {args.tenant}'s context loaded (held: "
+          f"{', '.join(map(str, sorted(share.contexts))) or 'none'})")
+    return 0
 
 
 def cmd_undeploy(args):
     async def revoke(client, plane, result):
         await _revoke(client, args.tenant)
 
-    code, _ = _control(args, lambda plane: plane.undeploy(args.tenant), after=revoke)
-    if code == 0:
-        print(f"undeployed tenant {args.tenant}")
-    return code
+    _control(args, lambda plane: plane.undeploy(args.tenant), after=revoke)
+    print(f"undeployed tenant {args.tenant}")
+    return 0
 
 
 def cmd_migrate(args):
@@ -383,23 +348,21 @@ def cmd_migrate(args):
         if record is not None:
             await _grant(client, record)
 
-    code, report = _control(args, lambda plane: plane.migrate(args.tenant, args.source,
-                                                              args.target), after=regrant)
-    if report is not None:
-        print(f"tenant {args.tenant}: {report['personality']} moved from region "
-              f"{report['source']} to region {report['target']} ({report['words']} state "
-              f"words) with traffic flowing")
-        for warning in report.get("warnings", ()):
-            print(f"snic: warning: {warning}", file=sys.stderr)
-    return code
+    report = _control(args, lambda plane: plane.migrate(args.tenant, args.source, args.target),
+                      after=regrant)
+    print(f"tenant {args.tenant}: {report['personality']} moved from region "
+          f"{report['source']} to region {report['target']} ({report['words']} state "
+          f"words) with traffic flowing")
+    for warning in report.get("warnings", ()):
+        print(f"snic: warning: {warning}", file=sys.stderr)
+    return 0
 
 
 def cmd_state(args):
     """Suspend, resume, capture or restore a region's personality (state-yielding transform)."""
     import asyncio
-    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
-    from .state import RegionState, StateError
-    from .transport import RegisterAccessError
+    from .client import DeviceClient, SocketBus
+    from .state import RegionState
 
     snapshot = None
     if args.action == "restore":
@@ -409,8 +372,7 @@ def cmd_state(args):
         try:
             snapshot = json.loads(Path(args.file).read_text())
         except (OSError, ValueError) as e:
-            _error(f"cannot read snapshot {args.file}: {e}")
-            return 2
+            raise SnicError(f"cannot read snapshot {args.file}: {e}") from None
     if args.action == "to-model" and args.out is None:
         _error("to-model needs --out FILE (the chain's Python model, pickled)")
         return 2
@@ -425,10 +387,10 @@ def cmd_state(args):
                 saved = pickle.load(f)
             snapshot = saved["snapshot"]
         except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError) as e:
-            _error(f"cannot read model file {args.file}: {e}")
-            return 2
+            raise SnicError(f"cannot read model file {args.file}: {e}") from None
 
     async def session():
+        from ..sim.model_migration import from_model, to_model
         client = await DeviceClient.connect(args.socket, args.port)
         async with client:
             hello = await client.hello()
@@ -443,20 +405,12 @@ def cmd_state(args):
             if args.action == "traps":
                 return await region.service_traps()
             if args.action == "to-model":
-                return await region.to_model()
+                return await to_model(region)
             if args.action == "from-model":
-                return await region.from_model(saved["model"], snapshot)
+                return await from_model(region, saved["model"], snapshot)
             return await region.restore(snapshot)
 
-    from ..sim.nt.base import StateBridgeError
-    try:
-        result = asyncio.run(session())
-    except (StateError, StateBridgeError, DeviceUnavailable) as e:
-        _error(e)
-        return 2
-    except (DeviceError, RegisterAccessError) as e:
-        _error(e)
-        return 1
+    result = asyncio.run(session())
     if args.action == "suspend":
         print(f"region {args.region}: {result} stopped"
               + (" at once" if args.now else " at a packet boundary, drained"))
@@ -498,16 +452,13 @@ def cmd_state(args):
 def cmd_traffic(args):
     """Send flows or a pcap through the served NIC; report, and keep the output and record."""
     import asyncio
-    from ..hw.chain.spec import load_chain
-    from ..hw.config import ConfigError
-    from .client import DeviceClient, DeviceError, DeviceUnavailable, SocketBus
-    from .control import ControlError, ControlPlane
-    from .discovery import DiscoveryError, UnsupportedDesignError
+    from ..desc.chain import load_chain
+    from ..desc.config import ConfigError
+    from .client import DeviceClient, SocketBus
+    from .control import ControlPlane
     from .stats import render_stats, traffic_stats
-    from .status import StatusError
-    from .traffic import (TrafficError, make_schedule, parse_flow, replay_schedule,
-                          run_traffic, write_pcap_out)
-    from .transport import RegisterAccessError
+    from .traffic import TrafficError, parse_flow, replay_schedule, run_traffic, write_pcap_out
+    from ..sim.flows import make_schedule
 
     if bool(args.flow) == bool(args.replay):
         _error("give flows (--flow tenant=T,...) or a pcap to replay (--replay FILE), not both")
@@ -518,11 +469,7 @@ def cmd_traffic(args):
     if not 0 <= args.backpressure < 1:
         _error(f"--backpressure must be a probability in [0, 1), not {args.backpressure}")
         return 2
-    try:
-        flows = [parse_flow(text) for text in args.flow or ()]
-    except TrafficError as e:
-        _error(e)
-        return 2
+    flows = [parse_flow(text) for text in args.flow or ()]
     console = _console(stderr=True)
 
     async def session():
@@ -561,17 +508,7 @@ def cmd_traffic(args):
                                         backpressure=args.backpressure, seed=args.seed)
             return run, weights
 
-    try:
-        run, weights = asyncio.run(session())
-    except UnsupportedDesignError as e:
-        _error(f"design not supported: {e}")
-        return 2
-    except (TrafficError, DeviceUnavailable, DiscoveryError, StatusError, ControlError) as e:
-        _error(e)
-        return 2
-    except (DeviceError, RegisterAccessError) as e:
-        _error(e)
-        return 1
+    run, weights = asyncio.run(session())
     record = run.to_json(clock_mhz=args.clock_mhz, weights=weights)
     if args.out is not None:
         write_pcap_out(args.out, run, args.clock_mhz)
@@ -597,8 +534,8 @@ def cmd_stats(args):
         record = json.loads(Path(args.record).read_text())
         stats = traffic_stats(record, args.window)
     except (OSError, ValueError, KeyError, TypeError) as e:
-        _error(f"cannot read traffic record {args.record}: {type(e).__name__}: {e}")
-        return 2
+        raise SnicError(f"cannot read traffic record {args.record}: {type(e).__name__}: {e}"
+                        ) from None
     if args.plot is not None:
         plot_stats(record, stats, args.plot)
     if args.json:
@@ -808,6 +745,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except SnicError as e:      # the one place an error becomes a message and an exit code
+        _error(e)
+        return e.exit_code
     except KeyboardInterrupt:
         return 130
 

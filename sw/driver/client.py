@@ -13,19 +13,28 @@ import itertools
 import os
 from pathlib import Path
 
-from ..sim.vdev.device import Delivered
+from ..desc.errors import SnicError
+from .packets import Delivered
 from .server import ProtocolError, default_socket, read_message, write_message
 from .transport import RegisterBus, Response, TransportLost
 
-__all__ = ["DeviceClient", "DeviceError", "DeviceUnavailable", "SocketBus", "Delivered"]
+__all__ = ["DeviceClient", "DeviceError", "DeviceRefused", "DeviceUnavailable", "SocketBus", "Delivered"]
 
 
 class DeviceUnavailable(TransportLost):
     """No device server answers at the endpoint, or it went away."""
 
 
-class DeviceError(Exception):
-    """The server refused or failed a request (its one-line reason is the message)."""
+class DeviceError(SnicError):
+    """The server failed a request (its one-line reason is the message)."""
+    exit_code = 1
+
+
+class DeviceRefused(DeviceError):
+    """The server refused a request before the device saw it: no or a bad token, or a request
+    the connection's role may not make (``denied: ...``), or a token file that cannot be read.
+    A refusal, so the CLI exits 2 as for bad usage."""
+    exit_code = 2
 
 
 def _token(endpoint, token):
@@ -38,7 +47,7 @@ def _token(endpoint, token):
     if named:
         found = read_token(named)
         if found is None:
-            raise DeviceError(f"cannot read a token from $SNIC_TOKEN_FILE ({named})")
+            raise DeviceRefused(f"cannot read a token from $SNIC_TOKEN_FILE ({named})")
         return found, named
     path = token_file(endpoint)
     return read_token(path), str(path)
@@ -85,7 +94,7 @@ class DeviceClient:
                 client.role = await client.request("auth", token=token)
             except DeviceError as e:
                 await client.close()
-                raise DeviceError(f"the device on {endpoint} refused the token from {source} "
+                raise DeviceRefused(f"the device on {endpoint} refused the token from {source} "
                                   f"({e})") from None
         return client
 
@@ -125,7 +134,8 @@ class DeviceClient:
                 self._lose(f"the device on {self.endpoint} closed the connection; is the "
                            f"device server still running?")
             if not reply.get("ok"):
-                raise DeviceError(reply.get("error", "request failed"))
+                error = reply.get("error", "request failed")
+                raise (DeviceRefused if error.startswith("denied:") else DeviceError)(error)
             if reply.get("id") != message_id:
                 raise DeviceUnavailable(f"reply to request {reply.get('id')!r} arrived for "
                                         f"request {message_id}")

@@ -61,12 +61,13 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..hw.chain.spec import PARTS, ChainError, load_chain, split_chain
-from ..hw.config import ConfigError
-from ..hw.nic.classifier import ClassifierConfig, classifier_block
-from ..hw.nic.layout import NicShape
-from ..hw.nic.region import personality_block_name
-from ..hw.nic.scheduler import SchedulerConfig
+from ..desc.chain import PARTS, ChainError, load_chain, split_chain
+from ..desc.config import ConfigError
+from ..desc.errors import SnicError
+from ..desc.nic.classifier import ClassifierConfig, classifier_block
+from ..desc.nic.shape import NicShape
+from ..desc.nic.region import personality_block_name
+from ..desc.nic.scheduler import SchedulerConfig
 from .discovery import check_supported, discover
 from .transport import TransportLost
 
@@ -76,13 +77,16 @@ __all__ = ["ControlPlane", "TenantRecord", "ControlError", "DeployRefused", "Dep
 STATE_VERSION = 1
 
 
-class ControlError(Exception):
-    """A control-plane operation could not be carried out (one line)."""
+class ControlError(SnicError):
+    """A control-plane operation could not be carried out (one line); it failed on the device
+    (exit code 1) unless refused (:class:`DeployRefused`, 2)."""
+    exit_code = 1
 
 
 class DeployRefused(ControlError):
     """Refused before any write: a bad request, unknown tenant, oversubscription, a key
     another tenant holds, a design this driver does not support."""
+    exit_code = 2
 
 
 class DeployFailed(ControlError):
@@ -620,7 +624,7 @@ class ControlPlane:
     async def deploy(self, spec_path, tenant, instances=1, weight=1, share=None):
         """Deploy the chain of ``spec_path`` as ``tenant`` on ``instances`` free regions with
         ``weight``; return its :class:`TenantRecord`. Raises :class:`DeployRefused` (or
-        :class:`~supernic.hw.chain.spec.ChainError`, or an unsupported design) before any
+        :class:`~supernic.desc.chain.ChainError`, or an unsupported design) before any
         write, :class:`DeployFailed` after a rollback.
 
         ``share``: a region whose tenant(s) run the same chain there alone; the new tenant

@@ -8,34 +8,21 @@ minor version bump only adds registers, so an unknown minor of a known major is 
 
 from dataclasses import dataclass
 
+from ..desc.block_types import block_types
+from ..desc.errors import SnicError
+
 __all__ = [
-    "KNOWN_BLOCKS", "MAX_BLOCKS", "DiscoveredBlock", "DiscoveryError", "UnsupportedDesignError",
+    "MAX_BLOCKS", "DiscoveredBlock", "DiscoveryError", "UnsupportedDesignError",
     "discover", "check_supported", "read_register", "write_register", "known_blocks",
 ]
 
-#: Block types this driver knows: type ID -> (name, supported major versions).
-KNOWN_BLOCKS = {
-    0x534E4943: ("id", (1,)),        # 'SNIC': identifies the design
-    0x50415253: ("parser", (1,)),    # 'PARS': packet parser counters
-    0x4E494353: ("nic", (1,)),       # 'NICS': shape of the multi-tenant NIC
-    0x434C4153: ("classifier", (1,)),  # 'CLAS': tenant classifier of one port
-    0x53434844: ("scheduler", (1,)),   # 'SCHD': tenant queues and the central scheduler
-    0x53544F52: ("store", (1,)),     # 'STOR': packet store and region occupancy
-    0x45475253: ("egress", (1,)),    # 'EGRS': egress counters per tenant
-    0x5245474E: ("region", (2,)),    # 'REGN': a region and its personalities
-    0x4348414E: ("chain", (1,)),     # 'CHAN': single-tenant chain egress counters
-}
-
-
-
 def known_blocks():
-    """:data:`KNOWN_BLOCKS` plus every network task of the library (type -> (kind, majors))."""
+    """Block types this driver knows: type ID -> (name, supported major versions), every block
+    the generator makes and every network task of the library
+    (:func:`supernic.desc.block_types.block_types`)."""
     global _KNOWN
     if _KNOWN is None:
-        from ..hw.nt.task import task_classes
-        _KNOWN = dict(KNOWN_BLOCKS)
-        for kind, task in task_classes().items():
-            _KNOWN.setdefault(task.type_id, (kind, (task.version >> 16,)))
+        _KNOWN = block_types()
     return _KNOWN
 
 
@@ -45,12 +32,13 @@ _KNOWN = None
 MAX_BLOCKS = 256
 
 
-class DiscoveryError(Exception):
+class DiscoveryError(SnicError):
     """The block list is malformed: a loop, too many blocks, or an invalid header."""
 
 
-class UnsupportedDesignError(Exception):
-    """A known block type carries a major version this driver does not support."""
+class UnsupportedDesignError(SnicError):
+    """A known block type carries a major version this driver does not support (the message
+    starts ``design not supported: ``)."""
 
 
 @dataclass(frozen=True)
@@ -126,8 +114,9 @@ def check_supported(blocks):
         if block.major not in majors:
             supported = ", ".join(f"{major}.*" for major in majors)
             raise UnsupportedDesignError(
-                f"block {name} (type 0x{block.type_id:08X}) version {block.major}.{block.minor} "
-                f"is not supported by this driver (supports {supported})")
+                f"design not supported: block {name} (type 0x{block.type_id:08X}) version "
+                f"{block.major}.{block.minor} is not supported by this driver (supports "
+                f"{supported})")
     return unknown
 
 

@@ -77,8 +77,10 @@ import socket
 import struct
 from pathlib import Path
 
+from ..desc.errors import SnicError
+
 __all__ = ["PROTOCOL_VERSION", "MAX_MESSAGE", "ServerError", "DeviceServer", "default_socket",
-           "check_endpoint_free", "read_message", "write_message", "serve_design", "serve_mapped",
+           "check_endpoint_free", "read_message", "write_message", "serve_mapped", "serve",
            "serving_in_thread"]
 
 PROTOCOL_VERSION = 1
@@ -87,7 +89,7 @@ MAX_MESSAGE = 256 * 1024 * 1024
 _HEADER = struct.Struct(">I")
 
 
-class ServerError(Exception):
+class ServerError(SnicError):
     """The server cannot start: its endpoint is taken or the design cannot be built."""
 
 
@@ -101,7 +103,7 @@ class ProtocolError(Exception):
 
 def default_socket():
     """``$SNIC_CACHE/run/device.sock`` (``~/.cache/supernic/run/device.sock``)."""
-    from ..sim.build import cache_root
+    from ..cache import cache_root
     return cache_root() / "run" / "device.sock"
 
 
@@ -207,7 +209,7 @@ class DeviceServer:
     serialised, and a long ``run`` or ``drain`` does not stop the event loop from accepting
     connections (the device library's calls release the GIL)."""
 
-    def __init__(self, device, description, regmap_path=None, access=None):
+    def __init__(self, device, description, regmap_path=None, access=None, read_key=None):
         from .access import AccessControl
         if not isinstance(description, dict) or "registers" not in description:
             raise TypeError(f"Description must be a design JSON object with registers, "
@@ -218,7 +220,10 @@ class DeviceServer:
         self.access = access or AccessControl(description)
         self.token_path = None
         self._held = []         # delivered packets popped from the device, not yet by their tenant
-        self._parser = None     # the parser model that reads a tenant's frames' keys
+        # The tenant key of a frame, or None (what a tenant may push is checked on it): the
+        # parser model's reading (supernic.sim.parser_model.tenant_key_reader) for a virtual
+        # device; without one a tenant may push nothing.
+        self._read_key = read_key
         self.regmap_path = str(regmap_path) if regmap_path else None
         self.endpoint = None
         self._server = None
@@ -319,18 +324,11 @@ class DeviceServer:
         return [int(t) for t in delivered_tags(packets, self.description)["tenant"]]
 
     def _frame_keys(self, request):
-        """The tenant key of each frame a push carries, as the parser model reads it (``None``
-        for a frame with none): what a tenant may send is checked on these."""
-        from ..sim.parser_model import ParserModel
-        if self._parser is None:
-            self._parser = ParserModel.of(self.description.get("config", {}))
+        """The tenant key of each frame a push carries (``None`` for a frame with none): what
+        a tenant may send is checked on these."""
         frames = ([_frame(request)] if request.get("op") == "push"
                   else [frame for _, frame, _ in self._batch(request)])
-        keys = []
-        for frame in frames:
-            meta = self._parser.parse(frame)
-            keys.append(meta["tenant_key"] if meta.get("tenant_kind") else None)
-        return keys
+        return [self._read_key(frame) for frame in frames]
 
     def _op_ingress(self, request):
         port = _integer(request, "port", 0, self.device.port_count - 1, 0)
@@ -386,8 +384,9 @@ class DeviceServer:
                 # A tenant's frames are read by the parser model (about 160 us each): on the
                 # worker, so a large batch does not stop the loop serving other connections.
                 await asyncio.get_running_loop().run_in_executor(
-                    self._worker, functools.partial(self.access.check, role, request,
-                                                    key_of=self._frame_keys))
+                    self._worker, functools.partial(
+                        self.access.check, role, request,
+                        key_of=self._frame_keys if self._read_key is not None else None))
             else:
                 self.access.check(role, request)
             if request.get("op") in _ACCESS_OPS:
@@ -521,34 +520,6 @@ def serving_in_thread(server, socket_path, timeout=30.0):
         thread.join(timeout)
 
 
-def serve_design(config, socket_path=None, port=None, progress=print, announce=print):
-    """Build ``config`` (a :class:`~supernic.hw.config.DesignConfig`) into a virtual device and
-    serve it until shutdown, SIGINT or SIGTERM. Raises :class:`ServerError` if the endpoint is
-    taken or the design fails to build; ``announce`` gets one line saying where it listens."""
-    from ..hw.config import ConfigError
-    from ..sim.build import generated_design
-    from ..sim.vdev import BuildError, PortError, VirtualDevice
-
-    socket_path = None if port is not None else Path(socket_path or default_socket())
-    # Fail before a build that may take minutes if the endpoint is already taken.
-    check_endpoint_free(socket_path, port)
-    try:
-        paths = generated_design(config, progress=progress)
-        device = VirtualDevice.build(paths["verilog"], paths["regmap"], progress=progress)
-    except (ConfigError, BuildError, PortError) as e:
-        raise ServerError(f"design {config.name} ({config.data_width}-bit) failed to build: "
-                          f"{str(e).splitlines()[0]}") from None
-    except Exception as e:  # noqa: BLE001: Amaranth elaboration errors have many types
-        raise ServerError(f"design {config.name} ({config.data_width}-bit) failed to build: "
-                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                          ) from None
-    with device:
-        if not device.has_registers:
-            raise ServerError(f"design {config.name} has no register port to serve")
-        asyncio.run(_serve(DeviceServer(device, device.regmap, paths["regmap"]), socket_path,
-                           port, announce))
-
-
 def serve_mapped(bar, regmap_path, socket_path=None, port=None, size=None, announce=print):
     """Serve a board's registers, the BAR ``bar`` that ``regmap_path`` (the design JSON)
     describes, until shutdown, SIGINT or SIGTERM (:mod:`supernic.driver.board`)."""
@@ -567,11 +538,13 @@ def serve_mapped(bar, regmap_path, socket_path=None, port=None, size=None, annou
     except (OSError, ValueError) as e:
         raise ServerError(f"cannot map {bar}: {e}") from None
     with bus:
-        asyncio.run(_serve(DeviceServer(MappedDevice(bus, description), description,
+        asyncio.run(serve(DeviceServer(MappedDevice(bus, description), description,
                                         regmap_path), socket_path, port, announce))
 
 
-async def _serve(server, socket_path, port, announce):
+async def serve(server, socket_path, port, announce):
+    """Run ``server`` on its endpoint until shutdown, SIGINT or SIGTERM; ``announce`` gets one
+    line saying where it listens."""
     endpoint = await server.start(socket_path, port)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -8,8 +8,7 @@ built with ``nic.yieldable = true`` (hw/transform; the ``state_*`` registers of 
     await region.restore(snapshot)              # here or in another region with the chain
     await region.resume()
 
-    model, snapshot = await region.to_model()   # the chain's Python model, holding the state
-    await region.from_model(model, snapshot)    # and back, after the model ran packets
+Migration to the chain's Python model and back is :mod:`supernic.sim.model_migration`.
 
 The same code runs over any :class:`~supernic.driver.transport.RegisterBus`: the virtual
 device, a cocotb simulation, or a board. A snapshot is plain JSON: the personality, the build
@@ -20,15 +19,16 @@ registers, memory rows), so software can read what the hardware held.
 import asyncio
 import time
 
-from ..hw.nic.region import personality_block_name
-from ..hw.transform.statemap import StateMap
+from ..desc.errors import SnicError
+from ..desc.nic.region import personality_block_name
+from ..desc.statemap import StateMap
 from .discovery import read_register, write_register
 
 __all__ = ["RegionState", "StateError", "service_traps", "register_of_port"]
 
 
 def register_of_port(port):
-    """``(node, register)`` behind a state item's ``port`` (hw/transform/statemap.py): the
+    """``(node, register)`` behind a state item's ``port`` (sw/desc/statemap.py): the
     register an NT's ``R`` register port shows. An NT alone names it ``csr.<register>``
     (node None: its block is the design's ``nt``); a region's personality
     ``csr_<node>.<register>`` (hw/nic/region.py, ``Personality``)."""
@@ -40,7 +40,7 @@ def register_of_port(port):
     raise StateError(f"state item port {port!r} is not an NT's register port")
 
 
-class StateError(RuntimeError):
+class StateError(SnicError, RuntimeError):
     pass
 
 
@@ -177,40 +177,6 @@ class RegionState:
             await self._go(addrs[0], "restoring its state")
         for word in words:
             await self._write("state_wdata", word)
-
-    def _chain_model(self, name, spec=None):
-        from ..hw.chain.spec import load_chain
-        from ..sim.chain_model import ChainModel
-        if spec is None:
-            source = next(p["source"] for p in self.personalities if p["name"] == name)
-            spec = load_chain(source)
-        if spec.name != name:
-            raise StateError(f"the chain spec is {spec.name!r}, region {self.region} has "
-                             f"{name!r} selected")
-        return ChainModel(spec, self.data_width, self.header_bytes)
-
-    async def to_model(self, spec=None):
-        """Migrate the stopped personality to the Python model: capture its state and return
-        ``(model, snapshot)``, a :class:`~supernic.sim.chain_model.ChainModel` of its chain
-        (configured from ``spec``, by default the chain file the design was built from)
-        holding the hardware's counters and tables, ready to process packets in software
-        (``model.process(frame, meta)``). Stop at a packet boundary first: the model has no
-        pipeline. Raises :class:`~supernic.sim.nt.base.StateBridgeError` for an NT whose
-        model cannot take the state."""
-        snapshot = await self.capture()
-        model = self._chain_model(snapshot["personality"], spec)
-        model.load_hw_state(self.maps[snapshot["personality"]].decode(snapshot["words"]))
-        return model, snapshot
-
-    async def from_model(self, model, snapshot):
-        """Migrate back: write ``model``'s state (from :meth:`to_model`, and since then maybe
-        run on packets in software) into the stopped personality; what the model does not
-        keep (the empty pipeline) comes from ``snapshot``, the capture :meth:`to_model`
-        returned."""
-        smap = self.maps[snapshot["personality"]]
-        values = smap.decode(snapshot["words"])
-        model.store_hw_state(values)
-        await self.restore({**snapshot, "words": smap.encode(values)})
 
 
 async def service_traps(smap, read_word, write_word):

@@ -34,12 +34,13 @@ def jain(values):
 
 
 #: The ways a sent packet is accounted for, delivery first (:func:`account`).
-ACCOUNT_DROPS = ("delivered", "unmatched", "queue", "disabled", "store", "stalled", "nt")
+ACCOUNT_DROPS = ("delivered", "unmatched", "queue", "disabled", "store", "stalled",
+                 "misrouted", "nt")
 
 
 def account(record):
-    """``{"sent", "delivered", "unmatched", "queue", "disabled", "store", "stalled", "nt",
-    "balanced"}``
+    """``{"sent", "delivered", "unmatched", "queue", "disabled", "store", "stalled", "misrouted",
+    "nt", "balanced"}``
     from the record's counter changes; ``balanced`` is False when a packet is missing."""
     counters = record["counters"]
     tenants = counters.get("tenants") or {}
@@ -49,6 +50,7 @@ def account(record):
            "disabled": sum(t.get("disabled_drops", 0) for t in tenants.values()),
            "store": (counters.get("store") or {}).get("drops", 0),
            "stalled": (counters.get("store") or {}).get("stall_drops", 0),
+           "misrouted": (counters.get("store") or {}).get("misrouted", 0),
            "nt": sum(t.get("dropped", 0) for t in tenants.values())}
     counted_delivered = sum(t.get("delivered", 0) for t in tenants.values())
     out["balanced"] = (out["delivered"] == counted_delivered and out["sent"] == sum(
@@ -202,6 +204,7 @@ def render_stats(stats, console, title="tenants"):
                   f"{a['unmatched']:,} unmatched + {a['queue']:,} queue full + "
                   f"{a['disabled']:,} disabled tenant + {a['store']:,} store full + "
                   f"{a.get('stalled', 0):,} region stalled + "
+                  f"{a.get('misrouted', 0):,} misrouted + "
                   f"{a['nt']:,} dropped by NTs: "
                   + ("[green]balanced[/]" if a["balanced"] else "[red]NOT balanced[/]"))
     f = stats["fairness"]

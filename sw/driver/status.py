@@ -14,19 +14,22 @@ design JSON describes the blocks it found, and reads:
 - ``store`` (NIC only): ``drops``, packets dropped whole because the packet store was full,
   ``stall_drops``, packets dropped because their region stopped taking beats, and
   ``stall_cuts``, packets that left cut short because their region stopped giving beats (the
-  regions' ``stalled`` says which is cut off now).
+  regions' ``stalled`` says which is cut off now), ``misrouted``, packets dispatched to a
+  region the NIC does not have (dropped), and ``header_errors``, header-only packets whose
+  region changed the header by part of a beat (sent with ``keep_error``).
 
 A section whose blocks the design lacks (the parser-only design has no scheduler or regions)
 is ``None`` and named in ``absent``, with the reason, rather than failing.
 """
 
+from ..desc.errors import SnicError
 from .discovery import check_supported, discover
 
 __all__ = ["StatusError", "read_status", "render_status", "read_tenant_status",
            "render_tenant_status"]
 
 
-class StatusError(Exception):
+class StatusError(SnicError):
     """The design JSON does not describe the device on the bus."""
 
 
@@ -135,6 +138,9 @@ async def read_status(bus, description):
         status["store"] = {"drops": await regs.read("store", "drops")}
         if regs.has("store", "stall_drops"):   # a build before the stall watchdog has none
             status["store"].update(await regs.read_many("store", ("stall_drops", "stall_cuts")))
+        if regs.has("store", "misrouted"):     # store 1.2
+            status["store"].update(await regs.read_many("store", ("misrouted",
+                                                                  "header_errors")))
 
     region_names = sorted((n for n in regs.blocks if n.startswith("region")
                            and n[len("region"):].isdigit()), key=lambda n: int(n[6:]))
@@ -276,7 +282,10 @@ def render_status(status, console):
         console.print(f"store: {store['drops']:,} packets dropped (store full)"
                       + (f", {store['stall_drops']:,} (region stalled); "
                          f"{store['stall_cuts']:,} left cut short (region stalled)"
-                         if "stall_drops" in store else ""))
+                         if "stall_drops" in store else "")
+                      + (f"; {store['misrouted']:,} misrouted (no such region), "
+                         f"{store['header_errors']:,} header errors"
+                         if "misrouted" in store else ""))
     for section, reason in status["absent"].items():
         console.print(f"{section}: absent ({reason})")
     access = status.get("access")

@@ -9,16 +9,11 @@ and what came out.
 A **flow** sends one tenant's packets on one ingress port. Its rate is a fraction of that
 port's line rate (one beat a cycle): a packet of ``b`` beats is offered ``b / rate`` cycles after
 the previous one of the flow, and flows sharing a port queue behind each other as on a real
-link (so offered rates above 1 in total oversubscribe the port). Frames are made the way the
-tests make them (:func:`~supernic.sim.chain_model.chain_traffic`, aimed at the tenant's chain
-rules when the tenant is deployed) and carry the tenant's key (its VLAN ID, or the VXLAN VNI).
+link (so offered rates above 1 in total oversubscribe the port). A schedule of flows is made
+by :func:`supernic.sim.flows.make_schedule` (its frames come from the chain models), a pcap's
+by :func:`replay_schedule`.
 
-Why templates: building and parsing a frame in Python costs about 160 us (measured: 2,000 web
-frames generated in 0.33 s and parsed in 0.34 s), so 100,000 packets would take half a minute
-before the device runs one cycle. A flow instead builds ``flows`` distinct frames (its 5-tuples)
-once per size and draws every packet from them with numpy, which takes milliseconds.
-
-What comes out is decoded from ``m_axis.tuser`` (the NIC tag, :mod:`supernic.hw.nic.layout`):
+What comes out is decoded from ``m_axis.tuser`` (the NIC tag, :mod:`supernic.desc.nic.shape`):
 tenant, ingress port and sequence number, region, and the parser's ingress timestamp, so every
 delivered packet has its latency in cycles without matching it to an input. Counters read
 before and after (:func:`~supernic.driver.status.read_status`) say where the others went.
@@ -28,7 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Flow", "TrafficError", "parse_flow", "make_schedule", "replay_schedule",
+from ..desc.errors import SnicError
+from ..desc.meta import field_offsets
+from ..desc.nic.shape import NicShape
+
+__all__ = ["Flow", "TrafficError", "parse_flow", "in_time_order", "replay_schedule",
            "Schedule", "run_traffic", "TrafficRun", "write_pcap_out", "delivered_tags", "IMIX"]
 
 #: Simple IMIX: 7 : 4 : 1 packets of 64, 576 and 1,500 bytes (the classic Internet mix of
@@ -37,7 +36,7 @@ IMIX = ((64, 7), (576, 4), (1500, 1))
 SIZE_LIMITS = (14, 9600)
 
 
-class TrafficError(Exception):
+class TrafficError(SnicError):
     """A flow or replay that cannot be run (one line)."""
 
 
@@ -141,104 +140,7 @@ class Schedule:
         return len(self.frames)
 
 
-def _templates(flow, target, header_bytes, seed):
-    """``{size: [frames]}`` for ``flow``: its chain's traffic (or generic traffic), tagged with
-    the tenant key; frames the key cannot be put in are left out (a VNI above 4095 only fits
-    VXLAN frames)."""
-    from ..sim.chain_model import chain_traffic
-    from ..sim.nic.nic_model import tag_frame
-    from ..sim.parser_model import ParserModel
-    from ..sim.traffic import random_packets
-
-    keys = [flow.key] if flow.key is not None else list(target["keys"]) if target else []
-    if not keys:
-        raise TrafficError(f"tenant {flow.tenant} is not deployed and the flow gives no key=K")
-    if flow.size == "imix":
-        sizes = [s for s, _ in IMIX]
-    elif flow.size == "mixed":
-        sizes = ["mixed"]
-    else:
-        sizes = [flow.size]
-    parser = ParserModel(header_bytes)
-    out = {}
-    for i, size in enumerate(sizes):
-        frames, attempt = [], 0
-        while len(frames) < flow.flows and attempt < 20:
-            n = 4 * flow.flows
-            s = seed + 7919 * i + 104729 * attempt
-            # An untagged frame gains a 4-byte 802.1Q tag for the key: make fixed sizes both
-            # ways and keep the frames that come out at the size asked for; make ranges 4
-            # bytes short at the top.
-            if isinstance(size, int):
-                makes = (size, size - 4)
-            elif isinstance(size, tuple) and size[1] - 4 >= size[0]:
-                makes = ((size[0], size[1] - 4),)
-            else:
-                makes = (size,)
-            for made in makes:
-                raw = (chain_traffic(target["spec"], n, s, flow.malformed, made, header_bytes)
-                       if target and target.get("spec") is not None
-                       else [f for _, f in random_packets(n, s, made, flow.malformed)])
-                for frame in raw:
-                    meta = parser.parse(frame)
-                    usable = [k for k in keys if meta["vxlan"] or k < 4096]
-                    if not usable or len(frames) == flow.flows:
-                        continue
-                    tagged = tag_frame(frame, meta, usable[len(frames) % len(usable)])
-                    if not isinstance(size, int) or len(tagged) == size:
-                        frames.append(tagged)
-            attempt += 1
-        if not frames:
-            raise TrafficError(f"cannot make {size}-byte frames that carry tenant "
-                               f"{flow.tenant}'s keys {keys}")
-        out[size] = frames
-    return out
-
-
-def make_schedule(flows, targets, data_width, ports, packets=1000, cycles=None, seed=1,
-                  header_bytes=256):
-    """The packets of ``flows``; ``targets[t]`` is ``{"keys": [...], "spec": ChainSpec}`` for
-    each deployed tenant. Every flow sends its ``packets`` (default ``packets``) or, with
-    ``cycles``, as many as its rate fits into that many cycles."""
-    if not flows:
-        raise TrafficError("no flows given (--flow tenant=T,... or --replay FILE)")
-    beat = data_width // 8
-    schedule = Schedule()
-    for index, flow in enumerate(flows):
-        port = flow.port if flow.port is not None else flow.tenant % ports
-        if not 0 <= port < ports:
-            raise TrafficError(f"flow {index} ({flow.describe()}): port {port} does not exist "
-                               f"(the device has {ports})")
-        rng = np.random.default_rng(seed + 1_000_003 * index)
-        templates = _templates(flow, targets.get(flow.tenant), header_bytes,
-                               seed + 31 * index)
-        pool = [f for size in templates for f in templates[size]]
-        if flow.size == "imix":
-            # A size by its IMIX weight, then one of that size's 5-tuples.
-            probs = np.concatenate([np.full(len(templates[s]), w / len(templates[s]))
-                                    for s, w in IMIX])
-            probs /= probs.sum()
-        else:
-            probs = None
-        lengths = np.array([len(f) for f in pool])
-        beats = np.maximum(1, -(-lengths // beat))
-        if cycles is not None:
-            mean = float((beats * (probs if probs is not None else 1 / len(pool))).sum())
-            n = max(1, int(cycles * flow.rate / mean))
-        else:
-            n = flow.packets or packets
-        picks = rng.choice(len(pool), size=n, p=probs)
-        gaps = beats[picks] / flow.rate
-        at = np.floor(np.concatenate([[0.0], np.cumsum(gaps)[:-1]])).astype(np.int64)
-        schedule.ports += [port] * n
-        schedule.frames += [pool[i] for i in picks]
-        schedule.at += at.tolist()
-        schedule.tenants += [flow.tenant] * n
-        schedule.flow_ids += [index] * n
-    return _in_time_order(schedule)
-
-
-def _in_time_order(schedule):
+def in_time_order(schedule):
     """Each port's packets must be pushed in the order they are offered (a port's queue is
     FIFO); interleave the flows of a port by offer cycle, stable by flow."""
     order = sorted(range(len(schedule)), key=lambda i: (schedule.at[i], schedule.flow_ids[i]))
@@ -306,16 +208,11 @@ def delivered_tags(packets, description):
     from a NIC described by ``description``: ``tenant``, ``port``, ``seq``, ``region``,
     ``size``, ``ingress`` (the cycle its first beat entered), ``first`` and ``last`` (the
     cycles its first and last beat left)."""
-    from amaranth.hdl import Shape
-    from ..hw.nic.layout import NicShape, nic_layout
     # Only five fields of the wide ``tuser`` are needed, so they are cut out by offset rather
-    # than decoding the whole metadata struct of every packet (sim/layout_codec.decode).
-    fields = dict(nic_layout(NicShape.from_description(description)))
-    hdr, tag = fields["hdr"], fields["tag"]
-    where = {name: (tag.offset + f.offset, Shape.cast(f.shape).width)
-             for name, f in tag.shape if name in ("tenant", "port", "seq", "region")}
-    ts = dict(hdr.shape)["ts"]
-    where["ts"] = (hdr.offset + ts.offset, Shape.cast(ts.shape).width)
+    # than decoding the whole metadata struct of every packet.
+    offsets = field_offsets(NicShape.from_description(description).nic_fields())
+    where = {name: offsets[f"tag.{name}"] for name in ("tenant", "port", "seq", "region")}
+    where["ts"] = offsets["hdr.ts"]
     ts_width = where["ts"][1]
 
     def bits(value, name):

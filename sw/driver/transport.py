@@ -14,6 +14,8 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from ..desc.errors import SnicError
+
 __all__ = ["Response", "RegisterAccessError", "TransportLost", "RegisterBus", "MemoryBus",
            "MmapBus"]
 
@@ -26,13 +28,14 @@ class Response(enum.IntEnum):
     DECERR = 0b11
 
 
-class TransportLost(Exception):
+class TransportLost(SnicError):
     """The bus itself is gone (the device process died, the connection dropped): no access
     can succeed until it is back, so callers stop instead of retrying every register."""
 
 
-class RegisterAccessError(Exception):
+class RegisterAccessError(SnicError):
     """A transfer ended with a response other than OKAY."""
+    exit_code = 1
 
     def __init__(self, address, response, operation="read"):
         self.address = address

@@ -50,7 +50,17 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .stream import check_data_width
+from .errors import SnicError
+
+# The stream widths the gateware is built for (hw/stream.py): powers of two, a byte to 1024 bits.
+_WIDTHS = (8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def check_data_width(data_width):
+    if not isinstance(data_width, int) or data_width not in _WIDTHS:
+        raise ValueError(f"Data width must be one of {_WIDTHS}, not {data_width!r}")
+    return data_width
+
 
 __all__ = ["DesignConfig", "ConfigError", "load_config", "default_config_path"]
 
@@ -59,8 +69,9 @@ __all__ = ["DesignConfig", "ConfigError", "load_config", "default_config_path"]
 YIELDABLE_STATES = ("full", "boundary")
 
 
-class ConfigError(ValueError):
-    pass
+class ConfigError(SnicError, ValueError):
+    """A configuration or chain specification that cannot be built (one line naming the bad
+    entry)."""
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import ConfigError
-from .._names import check_identifier
-from ..nt.task import Scope, task_class, task_classes
+from .config import ConfigError
+from .names import check_identifier
+from .nt.base import Scope, task_description, task_descriptions
 
 __all__ = ["NodeSpec", "Parallel", "ChainSpec", "load_chain", "parse_chain", "split_chain",
            "ChainError", "PARTS"]
@@ -204,9 +204,10 @@ def parse_chain(raw, source="<chain>"):
         if nname in nodes:
             fail(f"node name must be unique, not {nname!r}")
         kind = rn.get("nt")
-        if kind not in task_classes():
-            fail(f"node {nname!r}: unknown NT {kind!r} (known: {', '.join(task_classes())})")
-        task = task_class(kind)
+        if kind not in task_descriptions():
+            fail(f"node {nname!r}: unknown NT {kind!r} "
+                 f"(known: {', '.join(task_descriptions())})")
+        task = task_description(kind)
         try:
             params = task.check_params(rn.get("params", {}))
             config = task.config.from_dict(kind, params, rn.get("config", {}))
@@ -249,7 +250,7 @@ def _traffic(raw, fail):
     if unknown:
         fail(f"unknown key traffic.{sorted(unknown)[0]} (known: dport, dst, flows, kinds, share)")
     import ipaddress
-    from ...sim.traffic import KINDS
+    from .packet_kinds import KINDS
     for a in raw.get("dst", []):
         try:
             ipaddress.IPv4Address(a)

@@ -10,8 +10,8 @@ import time
 
 from rich.table import Table
 
-from ..sim.build import cache_root
-from ..sim.session import design_simulator, quiet_fds, run_bench
+from ..cache import cache_root
+from .session import design_simulator, quiet_fds, run_bench
 
 __all__ = ["run_demo"]
 

@@ -47,6 +47,7 @@ import time
 
 from ..driver.stats import jain
 from ..desc.config import DesignConfig
+from ..desc.drf import progressive_filling
 from ..cache import cache_root
 from ..sim.session import chain_simulator, design_simulator, quiet_fds, run_bench
 from ..sim.tb import NIC_BENCH_MODULE as MB_MODULE
@@ -79,28 +80,13 @@ def _chain_path(name):
 
 
 def ideal_shares(demands, capacity, limits, weights):
-    """Weighted DRF by progressive filling (Ghodsi et al., NSDI 2011, §4) with continuous
-    rates. ``demands[t][k]``: share of resource ``k`` one unit of tenant t's work takes;
-    ``capacity[k]``: 1.0 each; ``limits[t]``: most units t can use (what it offers, what its
-    regions can do). Returns each tenant's weighted dominant share."""
-    active = set(demands)
-    rate = {t: 0.0 for t in demands}
-    dom = {t: max(demands[t].values()) for t in demands}
-    used = {k: 0.0 for k in capacity}
-    while active:
-        # Raise every active tenant's weighted dominant share by the same step s: tenant t's
-        # rate grows by s * w_t / dom_t. Find the largest s before a resource or limit binds.
-        grow = {t: weights[t] / dom[t] for t in active}
-        step = min([(limits[t] - rate[t]) / grow[t] for t in active] + [
-            (capacity[k] - used[k]) / sum(grow[t] * demands[t][k] for t in active)
-            for k in capacity if sum(grow[t] * demands[t][k] for t in active) > 0])
-        for t in active:
-            rate[t] += step * grow[t]
-        used = {k: sum(rate[t] * demands[t][k] for t in demands) for k in capacity}
-        full = {k for k in capacity if used[k] >= capacity[k] - 1e-9}
-        active = {t for t in active if rate[t] < limits[t] - 1e-9
-                  and not any(demands[t][k] > 0 for k in full)}
-    return {t: rate[t] * dom[t] / weights[t] for t in demands}
+    """Each tenant's weighted dominant share under weighted DRF with continuous rates
+    (:func:`supernic.desc.drf.progressive_filling`). ``demands[t][k]``: share of resource ``k``
+    one unit of tenant t's work takes; ``capacity[k]``: 1.0 each; ``limits[t]``: most units t
+    can use (what it offers, what its regions can do)."""
+    rate = progressive_filling(demands, weights, capacity, limits)
+    return {t: rate[t] * max(demands[t][k] / capacity[k] for k in capacity) / weights[t]
+            for t in demands}
 
 
 def _ideal(tenants, shape_regions, data_width, costs=None):

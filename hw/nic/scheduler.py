@@ -59,7 +59,8 @@ from amaranth.lib.wiring import In, Out
 from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
-from ...desc.nic.scheduler import (COST_ONE, IN_FLIGHT_BITS, LOAD_BITS, STAMP_BITS, bytes_bits,
+from ...desc.drf import dominant_cost, tag_increment as drf_tag_increment
+from ...desc.nic.scheduler import (IN_FLIGHT_BITS, LOAD_BITS, STAMP_BITS, bytes_bits,
                                    deficit_bits, index_bits, is_pow2, scheduler_block,
                                    scheduler_registers)
 from ...desc.registers import RegisterMap
@@ -403,14 +404,10 @@ class TenantScheduler(wiring.Component):
             c_region = Signal(rbits, name=f"c_region_t{t}")
             c_to = Signal(BEATS_BITS, name=f"c_to_t{t}")
             m.d.comb += [c_region.eq(Array(regions)[choice]), c_to.eq(Array(to_regions)[choice])]
-            # Dominant cost in units of 1/(256 R) beat: dispatch and egress take `beats` of a
-            # capacity of one beat a cycle, the region `to_region * cost` of R region-cycles.
-            link_cost = Signal(32, name=f"link_cost_t{t}")
-            region_cost = Signal(32, name=f"region_cost_t{t}")
-            m.d.comb += [
-                link_cost.eq(h.beats * (COST_ONE * NR)),
-                region_cost.eq(c_to * Array(costs)[c_region]),
-            ]
+            # Dominant cost in units of 1/(256 R) beat (supernic.desc.drf, the model's formula).
+            dom = Signal(32, name=f"dom_t{t}")
+            m.d.comb += dom.eq(dominant_cost(h.beats, c_to, Array(costs)[c_region], NR,
+                                             larger=lambda a, b: Mux(b > a, b, a)))
             m.d.comb += [
                 cand[t].valid.eq(valid),
                 cand[t].head.eq(Cat(heads).any()),
@@ -419,7 +416,7 @@ class TenantScheduler(wiring.Component):
                 cand[t].bytes.eq(h.bytes),
                 cand[t].region.eq(c_region),
                 cand[t].to_region.eq(c_to),
-                cand[t].dom.eq(Mux(region_cost > link_cost, region_cost, link_cost)),
+                cand[t].dom.eq(dom),
                 cand[t].slot.eq(h.slot),
                 cand[t].key.eq(Array(keys)[choice]),
                 cand[t].index.eq(h.index),
@@ -446,7 +443,7 @@ class TenantScheduler(wiring.Component):
         tag_dom = Signal(32)
         inv_weights = [getattr(csr, f"t{t}_inv_weight") for t in range(T)]
         tag_increment = Signal(TAG_BITS)
-        m.d.comb += tag_increment.eq((tag_dom * Array(inv_weights)[tag_tenant]) >> 8)
+        m.d.comb += tag_increment.eq(drf_tag_increment(tag_dom, Array(inv_weights)[tag_tenant]))
         was_backlogged = Signal(T)
         m.d.sync += was_backlogged.eq(backlogged)
         rise = Signal(T)

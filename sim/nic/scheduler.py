@@ -15,18 +15,12 @@ each policy's long-run share of dispatched beats for backlogged tenants.
 
 from dataclasses import dataclass
 
-from ...desc.nic.scheduler import POLICY_CODES, TAG_BITS
-from ...desc.nic.scheduler import COST_ONE, SchedulerConfig
+from ...desc.drf import dominant_cost, progressive_filling, tag_increment
+from ...desc.nic.scheduler import POLICY_CODES, TAG_BITS, SchedulerConfig
 
-__all__ = ["SchedulerModel", "TenantLoad", "drf_allocation", "expected_shares",
-           "dominant_cost"]
+__all__ = ["SchedulerModel", "TenantLoad", "drf_allocation", "expected_shares"]
 
 TAG_MASK = (1 << TAG_BITS) - 1
-
-
-def dominant_cost(beats, to_region, cost, regions):
-    """Dominant cost of a packet in units of 1/(256 * regions) beat (as the hardware)."""
-    return max(beats * COST_ONE * regions, to_region * cost)
 
 
 def _before(a, b):
@@ -73,8 +67,8 @@ class SchedulerModel:
 
     def increment(self, t, beats, to_region, region):
         c = self.config
-        dom = dominant_cost(beats, to_region, c.cost(region), c.regions)
-        return (dom * c.inv_weight(t)) >> 8
+        return tag_increment(dominant_cost(beats, to_region, c.cost(region), c.regions),
+                             c.inv_weight(t))
 
     def step(self, rec):
         """Apply one trace record (a dict: ``decide``, ``eligible``, ``backlogged`` as lists of
@@ -144,25 +138,13 @@ def drf_allocation(loads, config: SchedulerConfig):
     """Weighted DRF by progressive filling: packets per cycle for each tenant, with capacities
     of one beat a cycle for dispatch and egress and ``regions`` region-cycles a cycle."""
     R = config.regions
-    demand = []
-    for load in loads:
-        region = load.to_region * config.region_costs[load.region] / R
-        demand.append((load.beats, load.beats, region))
-    rates = [0.0] * len(loads)
-    active = set(range(len(loads)))
-    used = [0.0, 0.0, 0.0]
-    while active:
-        # Raise every active tenant's dominant share in proportion to its weight until a
-        # resource fills; tenants using that resource freeze.
-        slope = [sum(config.weights[t] / max(demand[t]) * demand[t][k] for t in active)
-                 for k in range(3)]
-        step = min((1.0 - used[k]) / slope[k] for k in range(3) if slope[k] > 0)
-        for t in active:
-            rates[t] += step * config.weights[t] / max(demand[t])
-        used = [sum(rates[t] * demand[t][k] for t in range(len(loads))) for k in range(3)]
-        full = {k for k in range(3) if used[k] >= 1.0 - 1e-9}
-        active = {t for t in active if not any(demand[t][k] > 0 for k in full)}
-    return rates
+    resources = ("dispatch", "egress", "region")
+    demands = {t: dict(zip(resources, (load.beats, load.beats,
+                                       load.to_region * config.region_costs[load.region] / R)))
+               for t, load in enumerate(loads)}
+    rates = progressive_filling(demands, dict(enumerate(config.weights)),
+                                dict.fromkeys(resources, 1.0))
+    return [rates[t] for t in range(len(loads))]
 
 
 def expected_shares(policy, loads, config: SchedulerConfig):

@@ -66,6 +66,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Rational
 
+from ..desc.drf import dominant_share
+
 __all__ = [
     "RESOURCES", "MAX_ENUMERATION", "TenantDemand", "Allocation", "allocate", "evaluate",
     "leximin_allocations", "proportional_instances", "guaranteed_instances", "instances_fitting",
@@ -140,13 +142,7 @@ class TenantDemand:
     def dominant_share(self, capacities):
         """Dominant share of one instance, or ``None`` if the instance can never fit (it needs
         a resource whose capacity is 0)."""
-        share = Fraction(0)
-        for resource, need in self.bundle.items():
-            if need:
-                if not capacities[resource]:
-                    return None
-                share = max(share, need / capacities[resource])
-        return share
+        return dominant_share(self.bundle, capacities)
 
 
 def _check_demands(demands):

@@ -1,4 +1,4 @@
-"""A DAG's branches in two regions at once (hw/nic/link.py, hw/chain/spec.py split_chain).
+"""A DAG's branches in two regions at once (hw/nic/link.py, sw/desc/chain.py split_chain).
 
 The monitoring chain (VXLAN decapsulation, then a flow monitor beside an audit ACL) runs split
 over a linked pair of regions of a 64-bit NIC: the flow monitor in region 0, the audit ACL in

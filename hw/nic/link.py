@@ -1,6 +1,6 @@
 """A link between two regions: a DAG's branches in two regions at the same time.
 
-A chain whose DAG ends in a fork splits into two personalities (hw/chain/spec.py,
+A chain whose DAG ends in a fork splits into two personalities (sw/desc/chain.py,
 ``split_chain``): *primary* (the nodes before the fork, then the primary branch) and
 *branches* (the nodes before the fork, then the secondary branches). With the link on, the
 packet store's traffic for the primary region ``A`` goes through a fork to both ``A`` and the

@@ -35,13 +35,11 @@ description, :class:`supernic.desc.nt.base.TaskDescription`, which the gateware 
 subclasses.
 """
 
-import importlib
-import pkgutil
-
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ...desc.nt.base import STANDARD_REGISTERS, ConfigError, Param, Scope, TaskConfig, TaskDescription
+from ...desc.nt.base import (STANDARD_REGISTERS, ConfigError, Param, Scope, TaskConfig,
+                             TaskDescription, classes_by_kind)
 from ...desc.registers import R, W1P
 from ..parser.meta import meta_layout
 from ..stream import PacketSignature, check_data_width
@@ -92,18 +90,9 @@ class NetworkTask(TaskDescription, wiring.Component):
 
 
 def task_classes():
-    """Every NT in :mod:`supernic.hw.nt`, by kind (found by walking the package)."""
+    """Every NT in :mod:`supernic.hw.nt`, by kind."""
     from .. import nt as package
-    found = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, NetworkTask)
-                    and value.kind and value.__module__ == module.__name__):
-                if value.kind in found and found[value.kind] is not value:
-                    raise RuntimeError(f"two NTs named {value.kind!r}")
-                found[value.kind] = value
-    return dict(sorted(found.items()))
+    return classes_by_kind(package, NetworkTask)
 
 
 def task_class(kind):

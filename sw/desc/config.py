@@ -218,7 +218,7 @@ class DesignConfig:
         shipped = Path(str(files("supernic.chains")))
         out = []
         for name in names:
-            # ``name#part``: a part of a split chain (hw/chain/spec.py, split_chain).
+            # ``name#part``: a part of a split chain (sw/desc/chain.py, split_chain).
             name, hash_, part = name.partition("#")
             candidates = [Path(self.config_dir or ".") / name, shipped / name,
                           shipped / f"{name}.toml"]

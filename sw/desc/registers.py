@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 __all__ = [
     "Access", "R", "RW", "W1P", "Register", "RegisterBlock", "RegisterMap", "Word",
-    "words_from_json", "HEADER_WORDS",
+    "words_from_json", "HEADER_WORDS", "Versioned",
 ]
 
 #: The three header words every block starts with, in address order.
@@ -123,7 +123,19 @@ class Register:
                 f"reset={self.reset:#x}{', strobe=True' if self.strobe else ''})")
 
 
-class RegisterBlock:
+class Versioned:
+    """A block's ``version`` word, ``0xMMMMmmmm``: a minor bump only adds registers."""
+
+    @property
+    def major(self):
+        return self.version >> 16
+
+    @property
+    def minor(self):
+        return self.version & 0xFFFF
+
+
+class RegisterBlock(Versioned):
     """A block: header (type, version, next) then ``registers`` from word 3 on."""
 
     def __init__(self, name, type_id, version, registers, doc=""):
@@ -156,14 +168,6 @@ class RegisterBlock:
         self.version = version
         self.registers = registers
         self.doc = doc
-
-    @property
-    def major(self):
-        return self.version >> 16
-
-    @property
-    def minor(self):
-        return self.version & 0xFFFF
 
     @property
     def size(self):

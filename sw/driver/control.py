@@ -371,7 +371,7 @@ class ControlPlane:
 
     def _split_hosts(self, spec):
         """``(parts, [(primary region, branch region)])``: the linked pairs whose regions can
-        host the two parts of ``spec`` split (hw/chain/spec.py, ``split_chain``); no pairs for
+        host the two parts of ``spec`` split (sw/desc/chain.py, ``split_chain``); no pairs for
         a chain that cannot split."""
         try:
             parts = split_chain(spec)

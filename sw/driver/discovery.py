@@ -9,6 +9,7 @@ minor version bump only adds registers, so an unknown minor of a known major is 
 from dataclasses import dataclass
 
 from ..desc.block_types import block_types
+from ..desc.registers import Versioned
 from ..desc.errors import SnicError
 
 __all__ = [
@@ -42,19 +43,11 @@ class UnsupportedDesignError(SnicError):
 
 
 @dataclass(frozen=True)
-class DiscoveredBlock:
+class DiscoveredBlock(Versioned):
     base: int
     type_id: int
     version: int
     next: int
-
-    @property
-    def major(self):
-        return self.version >> 16
-
-    @property
-    def minor(self):
-        return self.version & 0xFFFF
 
     @property
     def known(self):

@@ -40,7 +40,7 @@ from ..registers import R, Register, RegisterBlock
 
 __all__ = [
     "Scope", "Param", "TaskConfig", "TaskDescription", "STANDARD_REGISTERS",
-    "task_descriptions", "task_description", "block_type_name", "ConfigError",
+    "task_descriptions", "task_description", "block_type_name", "classes_by_kind", "ConfigError",
 ]
 
 
@@ -161,19 +161,25 @@ class TaskDescription:
         return RegisterBlock(name, cls.type_id, cls.version, cls.registers(params), doc=cls.doc)
 
 
-def task_descriptions():
-    """Every NT description in :mod:`supernic.desc.nt`, by kind (found by walking the package)."""
-    from .. import nt as package
+def classes_by_kind(package, base):
+    """Every subclass of ``base`` with a ``kind`` defined in a module of ``package``, by kind
+    (found by walking the package: an NT is registered by being written there)."""
     found = {}
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, TaskDescription)
+            if (isinstance(value, type) and issubclass(value, base)
                     and value.kind and value.__module__ == module.__name__):
                 if value.kind in found and found[value.kind] is not value:
                     raise RuntimeError(f"two NTs named {value.kind!r}")
                 found[value.kind] = value
     return dict(sorted(found.items()))
+
+
+def task_descriptions():
+    """Every NT description in :mod:`supernic.desc.nt`, by kind."""
+    from .. import nt as package
+    return classes_by_kind(package, TaskDescription)
 
 
 def task_description(kind):

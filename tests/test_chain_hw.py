@@ -4,8 +4,8 @@ Every example tenant in chains/ at 64 bits, and the monitoring DAG and the ACL-o
 tests/chains at 512: 1,000 random packets (the light size mix, 60 to 9,000 bytes) with 10%
 malformed ones, random idle and backpressure; every delivered packet equal to the model's,
 every dropped one counted where the model drops it, every NT's counters equal to its model's.
-Each NT is also tested alone at both widths (tests/test_nt_*.py) and every example chain runs
-inside the multi-tenant NIC (tests/test_nic.py), so the other chains are not rebuilt at 512
+Each NT is also tested alone at both widths (tests/test_nt_contract.py) and every example chain
+runs inside the multi-tenant NIC (tests/test_nic.py), so the other chains are not rebuilt at 512
 bits here: CI's time goes to builds.
 """
 

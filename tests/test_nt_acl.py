@@ -1,5 +1,6 @@
-"""ACL firewall: rule semantics in the model, configuration errors, and the hardware against
-the model at 64 and 512 bits (5,000 packets each, random idle and backpressure)."""
+"""ACL firewall: rule semantics in the model and configuration errors. The hardware against
+the model at 64 and 512 bits (5,000 packets each, random idle and backpressure) and saturation
+are in tests/test_nt_contract.py."""
 
 import ipaddress
 import random
@@ -11,7 +12,6 @@ from supernic.hw.nt.acl import AclFirewall
 from supernic.hw.nt.task import ConfigError
 from supernic.sim.nt.acl import AclModel
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import random_packets
 
 PARAMS = AclFirewall.check_params({})
@@ -107,34 +107,3 @@ def test_random_config_round_trips_register_writes():
     assert writes.count(("rule_write", 1)) == PARAMS["rules"]
     names = {r.name for r in AclFirewall.registers(PARAMS)}
     assert {name for name, _ in writes} <= names
-
-
-@pytest.fixture(scope="module", params=[64, 512], ids=lambda w: f"w{w}")
-def simulator(request):
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return request.param, task_simulator("acl", request.param, yieldable=request.param == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    counters = result["counters"]
-    assert counters["dropped"] > 0 and counters["skipped"] > 0
-    assert counters["packets"] - counters["dropped"] - counters["skipped"] > 0  # some allowed
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_is_line_rate(simulator, size, tmp_path):
-    """Structural check (speed is `snic bench nt`): no bubbles once primed."""
-    width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["in_beats_per_cycle"] > 0.99 and result["out_beats_per_cycle"] > 0.99

@@ -1,9 +1,9 @@
 """ChaCha20 NT: the model against RFC 8439 and scapy, the block-function gateware against the
 RFC's vectors in Amaranth's simulator (every rounds-per-cycle choice, iterative and pipelined),
 the whole NT in Amaranth's simulator at the widths Verilator does not run (128, 256) and with
-``enable`` off, configuration errors, and the hardware against the model on Verilator at 64
-bits (iterative, 5 rounds a cycle) and 512 bits (pipelined, 2 rounds a cycle): 5,000 packets
-each with random idle and backpressure, and saturation runs."""
+``enable`` off, and configuration errors. The hardware against the model on Verilator at 64
+bits (iterative, 5 rounds a cycle) and 512 bits (pipelined, 2 rounds a cycle), 5,000 packets
+each with random idle and backpressure, and saturation runs are in tests/test_nt_contract.py."""
 
 import random
 
@@ -25,7 +25,6 @@ from supernic.sim.layout_codec import decode, encode
 from supernic.sim.nt.chacha20 import (
     ChaCha20Model, chacha20_block, chacha20_encrypt, packet_nonce, quarter_round)
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import random_packets
 
 PARAMS = ChaCha20Task.check_params({})
@@ -394,44 +393,3 @@ def test_task_in_amaranth_simulator(width, params, enable):
         assert counters["next_seq"] > 10
     else:
         assert counters["dropped"] > 10 and counters["next_seq"] == 0
-
-
-# --- the hardware on Verilator -------------------------------------------------------------------
-
-#: Build parameters per width: the 64-bit build is iterative with an odd round count (the run-time
-#: column/diagonal choice), the 512-bit one pipelined.
-HW_PARAMS = {64: {"rounds_per_cycle": 5}, 512: {"rounds_per_cycle": 2, "pipelined": True}}
-
-
-@pytest.fixture(scope="module", params=[64, 512], ids=lambda w: f"w{w}")
-def simulator(request):
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return request.param, task_simulator("chacha20", request.param, HW_PARAMS[request.param],
-                                          yieldable=request.param == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    counters = result["counters"]
-    assert result["changed"] > 1500 and counters["next_seq"] >= result["changed"]
-    assert counters["skipped"] > 1500 and counters["blocks"] > counters["next_seq"]
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation(simulator, size, tmp_path):
-    """Structural check (speed is `snic bench nt`): these two builds make keystream faster
-    than the beats need it (a block per 4 cycles for 8 beats; a block a cycle for one beat),
-    so frames stream without bubbles once primed."""
-    width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["in_beats_per_cycle"] > 0.99 and result["out_beats_per_cycle"] > 0.99

@@ -1,7 +1,8 @@
 """Checksum verification and offload: the rules in the models (checked against the traffic
-generator's own checksums and scapy's), configuration errors, and both NTs in hardware against
+generator's own checksums and scapy's) and configuration errors. Both NTs in hardware against
 their models at 64 and 512 bits (5,000 packets each, random idle and backpressure, 10%
-malformed, 30% with a spoiled checksum, oversize frames at one width), plus saturation runs."""
+malformed, 30% with a spoiled checksum, oversize frames at one width) and saturation runs are
+in tests/test_nt_contract.py."""
 
 import random
 
@@ -17,7 +18,6 @@ from supernic.sim.nt.checksum_offload import (ChecksumOffloadModel, ChecksumVeri
                                               scapy_recomputed, scapy_round_trips)
 from supernic.sim.nt.nat import draw_frames
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 
 PARAMS = ChecksumVerify.check_params({})
 PARSER = ParserModel()
@@ -200,49 +200,3 @@ def test_config_and_params():
         ChecksumOffload.check_params({"max_frame_bytes": 9000})
     assert str(info.value) == ("nt csum_offload: parameter max_frame_bytes must be one of "
                                "[1536, 2048, 4096, 9216, 16384], not 9000")
-
-
-# One width of each NT stores up to 2,048 bytes, so the random traffic's longer frames are
-# oversize there; the other keeps the default 9,216.
-BUILDS = [("csum_verify", 64, 2048), ("csum_verify", 512, 9216),
-          ("csum_offload", 64, 9216), ("csum_offload", 512, 2048)]
-
-
-@pytest.fixture(scope="module", params=BUILDS, ids=lambda b: f"{b[0]}-w{b[1]}")
-def simulator(request):
-    kind, width, frame = request.param
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return kind, width, frame, task_simulator(kind, width, {"max_frame_bytes": frame},
-                                                    yieldable=width == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    kind, width, frame, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + len(kind), "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    counters = result["counters"]
-    assert counters["skipped"] > 0
-    assert (counters["oversize"] > 0) == (frame == 2048)
-    if kind == "csum_verify":
-        assert all(counters[c] > 50 for c in BAD_COUNTERS + ("ipv4_good", "tcp_good"))
-        assert counters["udp_unchecked"] > 0
-    else:
-        assert result["changed"] > 500     # the random configuration may turn one kind off
-        assert sum(counters[c] for c in ("ipv4_filled", "tcp_filled", "udp_filled")) > 2500
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_streams_at_line_rate(simulator, size, tmp_path):
-    """Store and forward still streams one beat a cycle in steady state (structural check;
-    speed and latency are reported by benchmarks)."""
-    kind, width, frame, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["in_beats_per_cycle"] > 0.99 and result["out_beats_per_cycle"] > 0.99

@@ -1,8 +1,8 @@
 """Flow monitor: table and count-min sketch semantics in the model (checked against a naive
-per-flow count), the H3 row hashes, configuration errors, and the hardware against the model
+per-flow count), the H3 row hashes and configuration errors. The hardware against the model
 at 64 and 512 bits (5,000 packets with repeated flows and back-to-back repeats, random idle
-and backpressure; the whole table and sketch read back, sketch queries, clear) plus
-saturation."""
+and backpressure; the whole table and sketch read back, sketch queries, clear) and saturation
+are in tests/test_nt_contract.py."""
 
 import collections
 import math
@@ -17,7 +17,6 @@ from supernic.hw.nt.task import ConfigError
 from supernic.sim.nt.base import skips
 from supernic.sim.nt.flow_monitor import FlowMonitorModel, flow_key, query_hash
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import random_packets
 
 SMALL = {"entries": 64, "sketch_rows": 4, "sketch_width": 64}
@@ -143,43 +142,3 @@ def test_config_and_params():
         FlowMonitor.check_params({"sketch_rows": 9})
     assert str(info.value) == "nt flow_monitor: parameter sketch_rows must be between 1 and " \
                               "8, not 9"
-
-
-# --- hardware -------------------------------------------------------------------------------
-
-# 64 bits with the default build; 512 bits with a small table and sketch, so buckets and
-# counters are shared often.
-HW_PARAMS = {64: {}, 512: {"entries": 256, "sketch_rows": 3, "sketch_width": 128}}
-
-
-@pytest.fixture(scope="module", params=[64, 512], ids=lambda w: f"w{w}")
-def simulator(request):
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return request.param, task_simulator("flow_monitor", request.param,
-                                          HW_PARAMS[request.param], yieldable=request.param == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + 2, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["mismatches"] == 0 and result["changed"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    # Table, sketch and queries read back equal to the model, and clear empties them.
-    assert not result["state_problems"]
-    counters = result["counters"]
-    assert counters["collisions"] > 0 and 0 < counters["skipped"] < 5000
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_is_line_rate(simulator, size, tmp_path):
-    """Structural check (speed is `snic bench nt`): one event a cycle at 64 bytes and 512 bits."""
-    width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["in_beats_per_cycle"] > 0.99 and result["out_beats_per_cycle"] > 0.99

@@ -1,7 +1,7 @@
 """L4 load balancer: the rewrite against scapy's checksums, Maglev flow affinity in the model,
-the exact mod-M circuit, configuration errors, and the hardware against the model at 64 and
+the exact mod-M circuit and configuration errors. The hardware against the model at 64 and
 512 bits (5,000 packets each, random idle and backpressure, VXLAN with and without outer
-checksums) plus saturation."""
+checksums) and saturation are in tests/test_nt_contract.py."""
 
 import collections
 import ipaddress
@@ -22,7 +22,6 @@ from supernic.sim.nt.base import skips
 from supernic.sim.nt.load_balancer import (
     LoadBalancerModel, balanced_layer, rewrite_destination, strip_udp_checksum)
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import random_packets
 
 PARAMS = L4LoadBalancer.check_params({})
@@ -299,43 +298,3 @@ def test_random_traffic_covers_every_rewrite_path():
     for path in [("plain", "tcp", None), ("plain", "udp", None), ("plain", "udp0", None)] + [
             ("vxlan", l4, outer) for l4 in ("tcp", "udp", "udp0") for outer in (True, False)]:
         assert seen[path] >= 3, (path, seen)
-
-
-# --- hardware -------------------------------------------------------------------------------
-
-# 64 bits with the default build; 512 bits with a smaller one (8 backends, M = 251).
-HW_PARAMS = {64: {}, 512: {"backends": 8, "table_size": 251}}
-
-
-@pytest.fixture(scope="module", params=[64, 512], ids=lambda w: f"w{w}")
-def simulator(request):
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return request.param, task_simulator("l4lb", request.param, HW_PARAMS[request.param],
-                                          yieldable=request.param == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + 1, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    assert not result["state_problems"]           # backend slots and lookup table read back
-    counters = result["counters"]
-    # Floors on what the mix exercised (IPv4 flows to the VIP are a few kinds of twelve).
-    assert result["changed"] > 200 and counters["skipped"] > 500
-    assert counters["packets"] - counters["skipped"] >= result["changed"]
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_is_line_rate(simulator, size, tmp_path):
-    """Structural check (speed is `snic bench nt`): every packet balanced, no bubbles."""
-    width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["in_beats_per_cycle"] > 0.99 and result["out_beats_per_cycle"] > 0.99

@@ -1,6 +1,7 @@
 """Static NAT: translation rules and checksums in the model (checked by scapy's own checksum
-computation), configuration errors, and the hardware against the model at 64 and 512 bits
-(5,000 packets each, random idle and backpressure, 10% malformed) plus saturation runs."""
+computation) and configuration errors. The hardware against the model at 64 and 512 bits
+(5,000 packets each, random idle and backpressure, 10% malformed) and saturation runs are in
+tests/test_nt_contract.py."""
 
 import ipaddress
 import random
@@ -15,7 +16,6 @@ from supernic.sim.nt.checksum import ones_sum, words16
 from supernic.sim.nt.checksum_offload import scapy_recomputed, scapy_round_trips
 from supernic.sim.nt.nat import NatModel, draw_frames
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 
 PARAMS = NatTranslator.check_params({})
 PARSER = ParserModel()
@@ -279,36 +279,3 @@ def test_config_and_param_round_trip():
     with pytest.raises(ConfigError, match="nt nat: parameter dnat_entries must be between 1 "
                                           "and 64, not 65"):
         NatTranslator.check_params({"dnat_entries": 65})
-
-
-@pytest.fixture(scope="module", params=[64, 512], ids=lambda w: f"w{w}")
-def simulator(request):
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return request.param, task_simulator("nat", request.param, yieldable=request.param == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width, "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    assert not result["state_problems"]
-    counters = result["counters"]
-    assert counters["snat_hits"] > 50 and counters["dnat_hits"] > 50
-    assert counters["skipped"] > 0 and counters["misses"] > 0
-    assert result["changed"] > 250
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_is_line_rate(simulator, size, tmp_path):
-    """Structural check (speed is reported by benchmarks): no bubbles once primed."""
-    width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["in_beats_per_cycle"] > 0.99 and result["out_beats_per_cycle"] > 0.99

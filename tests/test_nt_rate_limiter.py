@@ -1,7 +1,8 @@
 """Rate limiter: token-bucket arithmetic, packet length, classes and ECN marking in the model
 (marking checked against scapy), configuration errors, the scrubber's forced slot in Amaranth's
-simulator, and the hardware against the model at 64 and 512 bits (10,000 packets each, random
-idle and backpressure, timestamps that wrap mid-run) plus saturation at 64 and 1500 bytes."""
+simulator and the seeds of the hardware test. The hardware against the model at 64 and 512 bits
+(10,000 packets each, random idle and backpressure, timestamps that wrap mid-run) and saturation
+at 64 and 1500 bytes are in tests/test_nt_contract.py."""
 
 import asyncio
 import random
@@ -19,7 +20,6 @@ from supernic.sim.layout_codec import decode, encode
 from supernic.sim.nt.base import exact_size_frames
 from supernic.sim.nt.rate_limiter import RateLimiterModel, mark_ce
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 
 PARAMS = RateLimiter.check_params({})
 ONE = 2 ** RATE_FRACTION_BITS      # a rate of one byte per cycle
@@ -420,52 +420,15 @@ def test_forced_scrubs_under_saturation_keep_the_model_exact():
     assert verdicts.count((1, 0)) and verdicts.count((0, 1)) and verdicts.count((0, 0))
 
 
-# --- hardware on Verilator ----------------------------------------------------------------------
-
-# Seeds whose first timestamp lies about 1.2 M cycles below 2**32: the 32-bit ts wraps near
-# packet 6,200 of 10,000. Seed 4594 lets unmatched packets pass, 1847 meters them.
-SEEDS = {64: 4594, 512: 1847}
-
+# --- the hardware test's seeds (tests/test_nt_contract.py) ---------------------------------------
 
 def test_seeds_wrap_the_timestamp():
-    for seed in SEEDS.values():
+    """The random traffic's first timestamp lies about 1.2 M cycles below 2**32, so the 32-bit
+    ts wraps near packet 6,200 of 10,000."""
+    from test_nt_contract import CONTRACTS
+
+    for seed in CONTRACTS["rate_limiter"].seeds.values():
         assert 2 ** 32 - 1_500_000 < random.Random(seed).randrange(2 ** 32) < 2 ** 32 - 500_000
-
-
-@pytest.fixture(scope="module", params=[64, 512], ids=lambda w: f"w{w}")
-def simulator(request):
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return request.param, task_simulator("rate_limiter", request.param,
-                                          yieldable=request.param == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": SEEDS[width], "SNIC_PACKETS": 10_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 10_000
-    assert result["counters"] == result["model_counters"]
-    assert result["state_problems"] == []
-    counters = result["counters"]
-    assert counters["dropped"] > 50                  # drop buckets exceeded
-    assert result["changed"] > 50                    # mark buckets set CE
-    assert counters["skipped"] > 0
-    assert counters["packets"] - counters["skipped"] > 1000   # metered
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_is_line_rate(simulator, size, tmp_path):
-    """Structural check (speed is for benchmarks): every packet metered, one bucket
-    back to back, and no bubbles once primed."""
-    width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module="supernic.sim.tb.nt_tb")
-    assert result["in_beats_per_cycle"] > 0.99 and result["out_beats_per_cycle"] > 0.99
 
 
 def test_verify_hardware_catches_a_wrong_token_state():

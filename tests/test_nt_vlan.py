@@ -1,6 +1,7 @@
 """VLAN push and pop: the models checked with scapy and against the parser (contract rule 4),
-configuration errors, and the hardware against the models at 64 and 512 bits (5,000 packets
-each, 10% malformed, random idle and backpressure) plus saturation at 64 and 1,500 bytes."""
+and configuration errors. The hardware against the models at 64 and 512 bits (5,000 packets
+each, 10% malformed, random idle and backpressure) and saturation at 64 and 1,500 bytes are in
+tests/test_nt_contract.py."""
 
 import random
 
@@ -15,7 +16,6 @@ from supernic.hw.nt.vlan import VlanPop, VlanPush
 from supernic.sim.nt.vlan import VlanPopModel, VlanPushModel, light_mix
 from supernic.sim.nt.base import contract_differences as base_contract_differences
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import PacketSpec, build, random_packets
 
 PARSER = ParserModel()
@@ -224,41 +224,3 @@ def test_push_config_writes_its_registers():
     assert writes == {"tpid": 0x88A8, "pcp": 3, "dei": 0, "vid": 7}
     names = {r.name for r in VlanPush.registers({})}
     assert set(writes) <= names and {"packets", "dropped", "skipped"} <= names
-
-
-# ---- hardware -------------------------------------------------------------------------------
-
-BENCH = "supernic.sim.tb.nt_tb"
-
-
-@pytest.fixture(scope="module", params=[(k, w) for k in ("vlan_push", "vlan_pop")
-                                        for w in (64, 512)], ids=lambda p: f"{p[0]}-w{p[1]}")
-def simulator(request):
-    kind, width = request.param
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return kind, width, task_simulator(kind, width, yieldable=width == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    kind, width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + len(kind), "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module=BENCH)
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    assert result["changed"] > 2000 and result["counters"]["skipped"] > 500
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_rate(simulator, size, tmp_path):
-    """Structural (speed is for benchmarks): a push keeps its output busy, since it emits more
-    beats than it takes; a pop keeps its input busy."""
-    kind, width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module=BENCH)
-    rate = "out_beats_per_cycle" if kind == "vlan_push" else "in_beats_per_cycle"
-    assert result[rate] > 0.99

@@ -1,7 +1,7 @@
 """VXLAN encap and decap: the models checked with scapy (its own checksum and length
-computation) and against the parser (contract rule 4), a round trip, configuration errors, and
-the hardware against the models at 64 and 512 bits (5,000 packets each, 10% malformed, random
-idle and backpressure) plus saturation at 64 and 1,500 bytes."""
+computation) and against the parser (contract rule 4), a round trip and configuration errors.
+The hardware against the models at 64 and 512 bits (5,000 packets each, 10% malformed, random
+idle and backpressure) and saturation at 64 and 1,500 bytes are in tests/test_nt_contract.py."""
 
 import random
 
@@ -18,7 +18,6 @@ from supernic.sim.nt.vlan import light_mix
 from supernic.sim.nt.vxlan import VxlanDecapModel, VxlanEncapModel, add_inner_tags
 from supernic.sim.nt.base import KEPT_FIELDS, contract_differences as base_contract_differences
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.session import run_bench, task_simulator
 from supernic.sim.traffic import random_packets
 
 PARSER = ParserModel()
@@ -272,52 +271,3 @@ def test_encap_config_writes_its_registers():
     params = VxlanEncap.check_params({})
     assert set(writes) <= {r.name for r in VxlanEncap.registers(params)}
     assert {"match_vni", "vni", "vni_mismatch"} <= {r.name for r in VxlanDecap.registers({})}
-
-
-# ---- hardware -------------------------------------------------------------------------------
-
-BENCH = "supernic.sim.tb.nt_tb"
-# Encap at 64 bits with a 4 KiB FIFO, so the random traffic's jumbo frames take the oversize
-# path; at 512 bits the default 16 KiB.
-BUILDS = [("vxlan_encap", 64, {"buffer_bytes": 4096}), ("vxlan_encap", 512, {}),
-          ("vxlan_decap", 64, {}), ("vxlan_decap", 512, {})]
-
-
-@pytest.fixture(scope="module", params=BUILDS, ids=lambda b: f"{b[0]}-w{b[1]}")
-def simulator(request):
-    kind, width, params = request.param
-    # The 64-bit build is the NT under the state-yielding transform (never stopped here): the
-    # same build serves tests/test_transform.py, and this test shows the transform changes
-    # nothing while the NT runs.
-    return kind, width, task_simulator(kind, width, params, yieldable=width == 64)
-
-
-def test_hardware_matches_model(simulator, tmp_path):
-    kind, width, sim = simulator
-    result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + len(kind), "SNIC_PACKETS": 5_000, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module=BENCH)
-    assert result["mismatches"] == 0
-    assert result["packets_out"] == result["packets_in"] == 5_000
-    assert result["counters"] == result["model_counters"]
-    counters = result["counters"]
-    assert result["changed"] > 500 and counters["skipped"] > 500
-    if kind == "vxlan_decap":  # the model filters one VNI at 64 bits, none at 512
-        assert (counters["vni_mismatch"] > 250) == (width == 64)
-
-
-@pytest.mark.parametrize("size", [64, 1500])
-def test_saturation_rate(simulator, size, tmp_path):
-    """Structural (speed is for benchmarks). Encap keeps its output busy (it emits more beats
-    than it takes). Decap keeps its input busy at every size: at 64 bits a 64-byte VXLAN frame
-    (a 14-byte inner frame, padded to 60 bytes) is 7 beats taken without output, 1 through and
-    7 flushed, and the realigner's fill unit sends the flushed beats while it takes the next
-    packet's first 7 (hw/nt/realign.py); without it, 14 cycles for 8 beats."""
-    kind, width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
-                       test_dir=tmp_path, module=BENCH)
-    if kind == "vxlan_encap":
-        assert result["out_beats_per_cycle"] > 0.99
-    else:
-        assert result["in_beats_per_cycle"] > 0.99

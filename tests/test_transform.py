@@ -340,8 +340,9 @@ def test_errors_are_clear():
         Yieldable(HasYld())
 
 
-# The 64-bit build parameters of the NT tests (tests/test_nt_*.py), whose 64-bit builds are
-# these transformed NTs: each build is made once and serves both.
+# The 64-bit build parameters of the NT contract tests (tests/test_nt_contract.py, which checks
+# they agree), whose 64-bit builds are these transformed NTs: each build is made once and serves
+# both.
 BUILD_PARAMS_64 = {
     "chacha20": {"rounds_per_cycle": 5},
     "csum_verify": {"max_frame_bytes": 2048},

@@ -47,6 +47,7 @@ from supernic.desc.nic.shape import NicShape
 from supernic.hw.nic.layout import nic_layout
 from supernic.hw.nic.store import PacketStore
 from supernic.desc.meta import TAIL_FLAGS
+from supernic.hw.parser.meta import meta_layout
 from supernic.hw.stream import PacketSignature, packet_layout
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
 from supernic.sim.layout_codec import decode, diff as _diff, encode
@@ -155,7 +156,8 @@ class StoreTestTop(wiring.Component):
         wiring.connect(m, store.o, tx.i)
         wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis))
         for r in range(shape.regions):
-            stub = StubRegion(w, shape.meta_layout, r, seed=0x1D3 * (r + 1) + 0xACE1)
+            stub = StubRegion(w, meta_layout(shape.header_bytes), r,
+                              seed=0x1D3 * (r + 1) + 0xACE1)
             m.submodules[f"region{r}"] = stub
             wiring.connect(m, store.to_region[r], stub.i)
             wiring.connect(m, stub.o, store.from_region[r])
@@ -267,7 +269,7 @@ async def random_traffic(dut):
                              [header_only >> r & 1 for r in range(shape.regions)],
                              lambda r, f: stub_region_fn(r, f, bb))
     layout = nic_layout(shape)
-    hdr_layout = shape.meta_layout
+    hdr_layout = meta_layout(shape.header_bytes)
     region_bits = shape.region_bits
     beats, expected = [], [collections.deque() for _ in range(shape.regions)]
     misrouted = 0
@@ -401,7 +403,7 @@ async def saturation(dut):
     dut.freeze.value = 0
     await start_and_reset(dut)
     layout = nic_layout(shape)
-    hdr = decode(shape.meta_layout, 0)
+    hdr = decode(meta_layout(shape.header_bytes), 0)
     rng = random.Random(size)
     beats = []
     for seq in range(n):
@@ -449,7 +451,7 @@ async def stalled_region(dut):
     dut.freeze.value = 0b1   # region 0 is stopped from the start
     await start_and_reset(dut)
     layout = nic_layout(shape)
-    hdr = decode(shape.meta_layout, 0)
+    hdr = decode(meta_layout(shape.header_bytes), 0)
     frames = {}
 
     def packets(*plan):

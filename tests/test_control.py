@@ -575,7 +575,7 @@ def test_migrate_moves_buckets_configuration_and_state(nic_description, tmp_path
                   r["access"] == "RW" for r in b["registers"]))
     reg = next(r for r in next(b for b in nic_description["registers"]["blocks"]
                                if b["name"] == rl)["registers"] if r["access"] == "RW")
-    _run(plane._raw_write(rl, reg["name"], 1))
+    _run(plane.regs.write(rl, reg["name"], 1))
     cost = get("scheduler", "r3_cost")
 
     report = _run(plane.migrate(2, 3, 5))
@@ -832,3 +832,104 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no device is serving" in err[0]
     shutil.rmtree(short, ignore_errors=True)
+
+
+def test_a_failed_rebalance_puts_the_previous_table_back(nic_description, tmp_path):
+    """A rebalance's table goes through the transaction: a bus error at any of its writes
+    commits the table in effect before again and keeps the record."""
+    from supernic.driver.autoscale import Rebalance
+    nic = FakeNic(nic_description)
+    state = tmp_path / "state.json"
+    _run(ControlPlane(nic, nic_description, state).deploy(CHAINS / "web.toml", 2, instances=2))
+    size = nic_description["config"]["table_size"]
+    decision = Rebalance(2, "web", tuple([0] * (size - 1) + [1]), "test", 1.0, 1.0)
+    trial = copy.deepcopy(nic)
+    start = trial.writes
+    shutil.copy(state, tmp_path / "trial.json")
+    _run(ControlPlane(trial, nic_description, tmp_path / "trial.json").apply_rebalance(decision))
+    assert trial.tables[2] == list(decision.table)
+    saved = state.read_text()
+    for k in range(1, trial.writes - start + 1):
+        faulty = copy.deepcopy(nic)
+        faulty.fail_at = faulty.writes + k
+        plane = ControlPlane(faulty, nic_description, state)
+        with pytest.raises(DeployFailed, match=r"the new flow table of tenant 2 failed: .*"
+                                               r"SLVERR.*its previous table is back"):
+            _run(plane.apply_rebalance(decision))
+        assert faulty.tables == nic.tables and faulty.shadows == nic.shadows, k
+        assert state.read_text() == saved
+        assert _run(plane.refresh())[2].table == ()
+
+
+def test_scale_out_and_in_move_one_region(nic_description, tmp_path):
+    """``scale_out`` gives a tenant a free region (its personality loaded, its NTs configured,
+    its cost, the table over all its regions committed); ``scale_in`` takes one back (the
+    table over the rest first, then the cost). A bus error at any write of either leaves the
+    device and the record as they were."""
+    state = tmp_path / "state.json"
+    nic = FakeNic(nic_description)
+    plane = ControlPlane(nic, nic_description, state)
+    secure = load_chain(CHAINS / "secure.toml")
+    _run(plane.deploy(CHAINS / "web.toml", 0))
+    assert _run(plane.deploy(CHAINS / "secure.toml", 1, regions=[2])).regions == (2,)
+    nic.log.clear()
+    record = _run(plane.scale_out(1, 1))
+    assert record.regions == (2, 1) and nic.tables[1] == [2, 1] * 8
+    assert nic.model.get("region1", "active") == 1 and nic.unloaded_writes == []
+    assert [w for w in nic.log if w[0].startswith("r1_secure_")] == _nt_writes(nic, 1, secure)
+    assert nic.model.get("scheduler", "r1_cost") == nic.model.get("scheduler", "r2_cost")
+    again = ControlPlane(nic, nic_description, state)
+    assert _run(again.refresh())[1].regions == (2, 1) and 1 not in again.free_regions()
+
+    refusals = [
+        (lambda p: p.scale_out(1, 0), r"region 0 is not free"),
+        (lambda p: p.scale_out(1, 2), r"tenant 1 already runs in region 2"),
+        (lambda p: p.scale_out(0, 5), r"region 5 cannot host 'web'"),
+        (lambda p: p.scale_out(3, 4), r"tenant 3 is not deployed"),
+        (lambda p: p.scale_in(0, 0), r"region 0 is tenant 0's only instance"),
+        (lambda p: p.scale_in(1, 4), r"tenant 1 \(secure\) does not run in region 4"),
+        (lambda p: p.deploy(CHAINS / "metered.toml", 2, regions=[1]),
+         r"regions \[1\] cannot take 'metered'"),
+    ]
+    for call, match in refusals:
+        _refused(nic, plane, call, DeployRefused, match)
+
+    record = _run(plane.scale_in(1, 2))
+    assert record.regions == (1,) and nic.tables[1] == [1] * 16
+    assert nic.model.get("scheduler", "r2_cost") == 0x100 and 2 in plane.free_regions()
+
+    # Faults: at every write of a scale-out that loads region 1's personality, and of a
+    # scale-in.
+    base = FakeNic(nic_description)
+    _run(ControlPlane(base, nic_description, state).deploy(CHAINS / "web.toml", 0))
+    _run(ControlPlane(base, nic_description, state).deploy(CHAINS / "secure.toml", 1,
+                                                           regions=[2]))
+    for op in ("scale_out", "scale_in"):
+        if op == "scale_in":
+            _run(ControlPlane(base, nic_description, state).scale_out(1, 1))
+        trial = copy.deepcopy(base)
+        start = trial.writes
+        shutil.copy(state, tmp_path / "trial.json")
+        _run(getattr(ControlPlane(trial, nic_description, tmp_path / "trial.json"), op)(1, 1))
+        saved = state.read_text()
+        for k in range(1, trial.writes - start + 1):
+            faulty = copy.deepcopy(base)
+            before = faulty.image()
+            faulty.fail_at = faulty.writes + k
+            p = ControlPlane(faulty, nic_description, state)
+            with pytest.raises(DeployFailed, match=r"scale-(out|in) of tenant 1 .* failed: .*"
+                                                   r"SLVERR.*runs in regions .* as before"):
+                _run(getattr(p, op)(1, 1))
+            _trace_free_of_change(faulty, before)
+            assert state.read_text() == saved
+
+
+def _trace_free_of_change(nic, before):
+    """The image equals ``before`` but for the regions' load status."""
+    values, tables, shadows, slots = nic.image()
+    old_values, old_tables, old_shadows, old_slots = before
+    assert slots == old_slots and tables == old_tables and shadows == old_shadows
+    loaded = {(f"region{r}", reg) for r in range(nic.shape.regions)
+              for reg in ("active", "loads", "online")}
+    assert {k: v for k, v in values.items() if k not in loaded} == \
+        {k: v for k, v in old_values.items() if k not in loaded}

@@ -52,49 +52,29 @@ is free, so nothing uses it; loading the old one back would cost another reconfi
 strobed NT table writes in that free region are not undone.
 """
 
-import asyncio
 import contextlib
 import fcntl
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..desc.chain import PARTS, ChainError, load_chain, split_chain
 from ..desc.config import ConfigError
-from ..desc.errors import SnicError
 from ..desc.nic.classifier import ClassifierConfig, classifier_block
 from ..desc.nic.shape import NicShape
 from ..desc.nic.region import personality_block_name
 from ..desc.nic.scheduler import SchedulerConfig
 from .discovery import check_supported, discover
+from .transaction import (Action, Commit, ControlError, ControlTimeout, DeployFailed,
+                          DeployRefused, Linked, Load, Poll, Registers, Staged, Transaction,
+                          Write)
 from .transport import TransportLost
 
 __all__ = ["ControlPlane", "TenantRecord", "ControlError", "DeployRefused", "DeployFailed",
            "ControlTimeout", "STATE_VERSION", "chain_writes"]
 
 STATE_VERSION = 1
-
-
-class ControlError(SnicError):
-    """A control-plane operation could not be carried out (one line); it failed on the device
-    (exit code 1) unless refused (:class:`DeployRefused`, 2)."""
-    exit_code = 1
-
-
-class DeployRefused(ControlError):
-    """Refused before any write: a bad request, unknown tenant, oversubscription, a key
-    another tenant holds, a design this driver does not support."""
-    exit_code = 2
-
-
-class DeployFailed(ControlError):
-    """The hardware failed mid-way (bus error, timeout); what was done has been undone."""
-
-
-class ControlTimeout(ControlError):
-    """A handshake (region load, table commit, drain) did not complete in time."""
 
 
 @dataclass(frozen=True)
@@ -136,38 +116,6 @@ class TenantRecord:
                 + [(r, f"{self.chain}_{PARTS[1]}") for r in self.branches])
 
 
-#: A rollback step found the bus gone (:class:`~supernic.driver.transport.TransportLost`).
-_GONE = "the device is gone"
-
-
-@dataclass(frozen=True)
-class _Write:
-    block: str
-    reg: str
-    value: int
-
-
-@dataclass(frozen=True)
-class _Load:
-    region: int
-    index: int
-
-
-@dataclass(frozen=True)
-class _Commit:
-    tenant: int
-
-
-@dataclass(frozen=True)
-class _Linked:
-    region: int
-    value: int
-
-
-async def _no_wait():
-    await asyncio.sleep(0)
-
-
 class ControlPlane:
     """Deploys and removes tenants on the NIC behind ``bus`` (see the module docstring).
 
@@ -188,7 +136,8 @@ class ControlPlane:
         self.bus = bus
         self.description = description
         self.state_path = Path(state_path) if state_path is not None else None
-        self.wait = wait or _no_wait
+        self.regs = Registers(bus, description, wait, timeout)
+        self.wait = self.regs.wait
         self.timeout = timeout
         cfg = description["config"]
         self.regions = description["regions"]
@@ -197,10 +146,9 @@ class ControlPlane:
         self.classifier_entries = cfg["classifier_entries"]
         self.build_id = description.get("build_id", 0)
         self.links = {a: b for a, b in cfg.get("links", ())}   # primary -> branch region
-        self._regs = {(b["name"], r["name"]): r for b in description["registers"]["blocks"]
-                      for r in b["registers"]}
         self._checked = False
         self._memory = {}           # records when there is no state file
+        self._specs = {}            # tenant -> the chain spec deployed, when given in memory
         self.deployed = {}          # tenant -> TenantRecord, after refresh()
         self.unmanaged = ()         # enabled tenants without a valid record
         self.fresh = False          # the device has not been programmed since reset
@@ -210,40 +158,11 @@ class ControlPlane:
         self.shares = {}            # region -> its TimeShare contexts (TimeShare.to_json)
         self._memory_shares = {}
 
-    # --- registers ------------------------------------------------------------------------------
-    def _reg(self, block, reg):
-        try:
-            return self._regs[(block, reg)]
-        except KeyError:
-            raise DeployRefused(f"register {block}.{reg} is not in the design") from None
-
     async def read(self, block, reg):
-        info = self._reg(block, reg)
-        value = 0
-        for part in range(info["words"]):
-            value |= await self.bus.read32(info["address"] + 4 * part) << (32 * part)
-        return value & ((1 << info["width"]) - 1)
+        return await self.regs.read(block, reg)
 
-    async def _raw_write(self, block, reg, value):
-        info = self._reg(block, reg)
-        for part in range(info["words"]):
-            await self.bus.write32(info["address"] + 4 * part, value >> (32 * part) & 0xFFFF_FFFF)
-
-    def _check_write(self, block, reg, value):
-        info = self._reg(block, reg)
-        if info["access"] == "R":
-            raise DeployRefused(f"register {block}.{reg} is read-only")
-        if not isinstance(value, int) or isinstance(value, bool) \
-                or not 0 <= value < 2 ** info["width"]:
-            raise DeployRefused(f"value for {block}.{reg} must fit in {info['width']} bits, "
-                                f"not {value!r}")
-
-    async def _poll(self, what, done):
-        deadline = time.monotonic() + self.timeout
-        while not await done():
-            if time.monotonic() > deadline:
-                raise ControlTimeout(f"timed out after {self.timeout} s waiting for {what}")
-            await self.wait()
+    def _reset(self, block, reg):
+        return self.regs.reset(block, reg)
 
     # --- state ----------------------------------------------------------------------------------
     async def check_design(self):
@@ -308,7 +227,7 @@ class ControlPlane:
         return None
 
     async def _classifier_programmed(self):
-        for (block, reg), info in self._regs.items():
+        for (block, reg), info in self.regs.items():
             if block == "classifier0" and info["access"] == "RW" and reg.startswith("entry_"):
                 if await self.read(block, reg) != info["reset"]:
                     return True
@@ -321,7 +240,7 @@ class ControlPlane:
         self.enable_mask = await self.read("scheduler", "tenant_enable")
         self.active = [await self.read(f"region{r}", "active") for r in range(len(self.regions))]
         self.hold_mask = (await self.read("scheduler", "tenant_hold")
-                          if ("scheduler", "tenant_hold") in self._regs else 0)
+                          if ("scheduler", "tenant_hold") in self.regs else 0)
         records = self._load_records()
         fresh = not await self._classifier_programmed()
         deployed, unmanaged = {}, []
@@ -401,6 +320,7 @@ class ControlPlane:
         return hosts, built
 
     def _classifier_writes(self, records):
+        """The writes programming every port's classifier with ``records``' keys."""
         config = ClassifierConfig.from_tenants(
             [(r.tenant, list(r.keys)) for r in sorted(records.values(), key=lambda r: r.tenant)],
             default=None)
@@ -410,21 +330,81 @@ class ControlPlane:
         writes = []
         for p in range(self.shape.ports):
             block = classifier_block(f"classifier{p}", self.shape, self.classifier_entries)
-            writes += [_Write(f"classifier{p}", reg, value)
+            writes += [Write(f"classifier{p}", reg, value)
                        for reg, value in config.register_writes(block)]
         return writes
 
-    def _table_writes(self, tenant, regions):
-        return self._table_entry_writes(
-            tenant, [regions[i % len(regions)] for i in range(self.table_size)])
+    def _classifier(self, records, previous):
+        """The classifier rewritten whole for ``records``; undone by rewriting ``previous``'s
+        (the slots cannot be read back)."""
+        return Staged("the classifier", tuple(self._classifier_writes(records)),
+                      undo=lambda: self._classifier_writes(previous))
+
+    def _table_entry_writes(self, tenant, table):
+        writes = []
+        for i, region in enumerate(table):
+            writes += [Write("scheduler", "table_tenant", tenant),
+                       Write("scheduler", "table_index", i),
+                       Write("scheduler", "table_region", region),
+                       Write("scheduler", "table_write", 1)]
+        return writes + [Write("scheduler", "table_commit", 1 << tenant), Commit(tenant)]
+
+    def _in_turn(self, regions):
+        return [regions[i % len(regions)] for i in range(self.table_size)]
+
+    def _flow_table(self, tenant, table, previous):
+        """``tenant``'s flow table staged and committed (the scheduler holds the tenant until
+        its packets in flight have left, so no flow reorders); undone by committing
+        ``previous`` (a table cannot be read back)."""
+        return Staged(f"tenant {tenant}'s flow table",
+                      tuple(self._table_entry_writes(tenant, table)),
+                      undo=lambda: self._table_entry_writes(tenant, previous))
 
     def _reset_table(self, tenant):
-        return self._table_writes(tenant, [tenant % len(self.regions)])
+        """The reset table of ``tenant`` (region ``t mod R``), which every tenant not deployed
+        has (module docstring)."""
+        return self._in_turn([tenant % len(self.regions)])
 
-    def _admit(self, spec, tenant, instances, weight, share=None):
+    def _spec_of(self, record):
+        """The chain spec ``record`` was deployed with: the one given in memory, else its
+        file read again."""
+        spec = self._specs.get(record.tenant)
+        if spec is not None and spec.name == record.chain:
+            return spec
+        try:
+            return load_chain(record.source)
+        except ChainError as e:
+            raise DeployRefused(f"tenant {record.tenant}'s chain specification is needed to "
+                                f"configure a region: {e}") from None
+
+    def _failed(self, what, error, tx, undone, gone=""):
+        """The one-line :class:`DeployFailed` of an operation whose transaction failed with
+        ``error`` and was undone (``tx.undo()``'s problems in ``tx``); ``undone`` says what
+        holds when the undo completed, ``gone`` what to do when the device went away."""
+        problems = tx.problems
+        if isinstance(error, TransportLost) or tx.gone:
+            return DeployFailed(f"{what} failed: {error}; the device is gone, so nothing could "
+                                f"be rolled back" + (f". {gone}" if gone else ""))
+        if problems:
+            return DeployFailed(f"{what} failed: {error}; undo incomplete: "
+                                f"{'; '.join(problems)}")
+        return DeployFailed(f"{what} failed: {error}; {undone}")
+
+    def _admit(self, spec, tenant, instances, weight, share=None, regions=None):
         """Checks before any write; returns ``(regions, record, plan)``. With ``share``, the
         tenant joins the region's running tenants by time sharing: its NTs are configured by
-        its context (see :meth:`deploy`), not by the plan."""
+        its context (see :meth:`deploy`), not by the plan. ``regions``: the regions to run
+        on (``instances`` is then their number), instead of the control plane's choice."""
+        if regions is not None:
+            if share is not None:
+                raise DeployRefused("give either the regions or the region to share, not both")
+            if not isinstance(regions, (list, tuple)) or not regions \
+                    or len(set(regions)) != len(regions):
+                raise DeployRefused(f"regions must be a list of distinct region numbers, not "
+                                    f"{regions!r}")
+            for r in regions:
+                self._check_region(r)
+            instances = len(regions)
         if not isinstance(tenant, int) or isinstance(tenant, bool) \
                 or not 0 <= tenant < self.shape.tenants:
             raise DeployRefused(f"tenant must be an integer from 0 to {self.shape.tenants - 1} "
@@ -472,6 +452,12 @@ class ControlPlane:
                                 f"{spec.name!r}: regions able to host it are {hosts}, free "
                                 f"{usable}" + (f" (held: {held})" if held else ""))
         name = parts[0].name if pairs else spec.name
+        if regions is not None:
+            unfit = [r for r in regions if r not in usable]
+            if unfit:
+                raise DeployRefused(f"regions {unfit} cannot take {spec.name!r}: the free "
+                                    f"regions able to host it are {sorted(usable)}")
+            usable = list(regions)
         # Regions where the chain is already active first: no reconfiguration needed.
         usable.sort(key=lambda r: (self.active[r] != self._personality(r, name), r))
         chosen = sorted(usable[:instances])
@@ -490,31 +476,30 @@ class ControlPlane:
         for r, part in placed:
             index = self._personality(r, part)
             if self.active[r] != index:
-                plan.append(_Load(r, index))
+                plan.append(Load(r, index, part))
         for r, part in placed:
-            plan += [_Write(*w) for w in chain_writes(by_name.get(part, spec), r)]
+            plan += [Write(*w) for w in chain_writes(by_name.get(part, spec), r)]
         for a in (chosen if pairs else ()):
             # The pair runs as one once both regions are empty (hw/nic/link.py).
-            plan += [_Write(f"region{a}", "link", 1), _Linked(a, 1)]
+            plan += [Write(f"region{a}", "link", 1), Linked(a, 1)]
         if pairs:
             cost = _fixed_cost(max(self.regions[r][self._personality(r, part)]["cycles_per_beat"]
                                    for r, part in placed))
         else:
             cost = _fixed_cost(built["cycles_per_beat"])
-        plan += [_Write("scheduler", f"r{r}_cost", cost) for r in chosen]
+        plan += [Write("scheduler", f"r{r}_cost", cost) for r in chosen]
         if share is not None:       # held before it is enabled: the region runs another
-            plan.append(_Write("scheduler", "tenant_hold", self.hold_mask | 1 << tenant))
-        plan += [_Write("scheduler", f"t{tenant}_inv_weight", sched.inv_weight(tenant)),
-                 _Write("scheduler", f"t{tenant}_quantum", sched.tenant_quantum(tenant))]
-        plan += self._table_writes(tenant, chosen)
+            plan.append(Write("scheduler", "tenant_hold", self.hold_mask | 1 << tenant))
+        plan += [Write("scheduler", f"t{tenant}_inv_weight", sched.inv_weight(tenant)),
+                 Write("scheduler", f"t{tenant}_quantum", sched.tenant_quantum(tenant))]
+        # A tenant not deployed has its reset table (module docstring): the undo puts it back.
+        plan.append(self._flow_table(tenant, self._in_turn(chosen), self._reset_table(tenant)))
         after = dict(self.deployed)
         after[tenant] = record
-        plan += self._classifier_writes(after)
+        plan.append(self._classifier(after, dict(self.deployed)))
         managed = sum(1 << t for t in self.deployed)
-        plan.append(_Write("scheduler", "tenant_enable", managed | 1 << tenant))
-        for step in plan:
-            if isinstance(step, _Write):
-                self._check_write(step.block, step.reg, step.value)
+        plan.append(Write("scheduler", "tenant_enable", managed | 1 << tenant))
+        Transaction(self.regs).check(plan)
         return chosen, record, plan
 
     def _check_region(self, region, what="region"):
@@ -575,142 +560,79 @@ class ControlPlane:
                 raise DeployRefused(f"tenant {tenant} does not share region {region} "
                                     f"(its sharers: {self._sharers(region)})")
             share = self._time_share(region)
+            # A switch recovers forwards (switch again): the contexts are kept whatever
+            # happened, and a failed one leaves the region stopped with its tenants held.
+            tx = Transaction(self.regs, undoable=False)
             try:
-                await share.switch(tenant)
+                await tx.run([Action(f"region {region}'s switch to tenant {tenant}",
+                                     lambda: share.switch(tenant))])
             finally:
                 self.shares[region] = share.to_json()
                 self._save_records(self.deployed)
             return share
 
-    # --- execution ------------------------------------------------------------------------------
-    async def _run(self, plan, journal=None):
-        """Carry out ``plan``; with ``journal`` (a dict), note the previous value of every
-        read-write register before its first write."""
-        for step in plan:
-            if isinstance(step, _Write):
-                info = self._reg(step.block, step.reg)
-                key = (step.block, step.reg)
-                if journal is not None and info["access"] == "RW" and key not in journal:
-                    journal[key] = await self.read(step.block, step.reg)
-                await self._raw_write(step.block, step.reg, step.value)
-            elif isinstance(step, _Load):
-                await self._load(step.region, step.index, journal)
-            elif isinstance(step, _Commit):
-                await self._commit(step.tenant)
-            elif isinstance(step, _Linked):
-                async def linked(step=step):
-                    return await self.read(f"region{step.region}", "linked") == step.value
-                await self._poll(f"region {step.region}'s link to "
-                                 f"{'take effect' if step.value else 'open'}", linked)
-
-    async def _load(self, region, index, journal=None):
-        block = f"region{region}"
-        if journal is not None and (block, "load_index") not in journal:
-            journal[(block, "load_index")] = await self.read(block, "load_index")
-        await self._raw_write(block, "load_index", index)
-        await self._raw_write(block, "load", 1)
-
-        async def loaded():
-            return (await self.read(block, "online") == 1
-                    and await self.read(block, "active") == index)
-        await self._poll(f"region {region} to load personality {index} "
-                         f"({self.regions[region][index]['name']})", loaded)
-
-    async def _commit(self, tenant):
-        async def committed():
-            return not await self.read("scheduler", "commit_pending") >> tenant & 1
-        await self._poll(f"tenant {tenant}'s flow table commit", committed)
-
-    async def deploy(self, spec_path, tenant, instances=1, weight=1, share=None):
-        """Deploy the chain of ``spec_path`` as ``tenant`` on ``instances`` free regions with
-        ``weight``; return its :class:`TenantRecord`. Raises :class:`DeployRefused` (or
+    # --- deploy ---------------------------------------------------------------------------------
+    async def deploy(self, spec, tenant, instances=1, weight=1, share=None, regions=None):
+        """Deploy the chain of ``spec`` (a spec file, or a
+        :class:`~supernic.desc.chain.ChainSpec`) as ``tenant`` on ``instances`` free regions
+        with ``weight``; return its :class:`TenantRecord`. Raises :class:`DeployRefused` (or
         :class:`~supernic.desc.chain.ChainError`, or an unsupported design) before any
         write, :class:`DeployFailed` after a rollback.
 
-        ``share``: a region whose tenant(s) run the same chain there alone; the new tenant
-        time-shares it (:mod:`.timeshare`): it gets a fresh context with its own
-        configuration and stays held until :meth:`switch` loads it."""
-        spec = load_chain(spec_path)        # ChainError: a bad spec, before the device
+        ``regions``: the regions to use (all free and able to host the chain) instead of the
+        control plane's choice. ``share``: a region whose tenant(s) run the same chain there
+        alone; the new tenant time-shares it (:mod:`.timeshare`): it gets a fresh context
+        with its own configuration and stays held until :meth:`switch` loads it."""
+        if not hasattr(spec, "node_list"):
+            spec = load_chain(spec)         # ChainError: a bad spec, before the device
         with self._locked():
-            return await self._deploy(spec, tenant, instances, weight, share)
+            return await self._deploy(spec, tenant, instances, weight, share, regions)
 
-    async def _deploy(self, spec, tenant, instances, weight, share=None):
+    async def _deploy(self, spec, tenant, instances, weight, share=None, regions=None):
         await self.refresh()
-        chosen, record, plan = self._admit(spec, tenant, instances, weight, share)
+        chosen, record, plan = self._admit(spec, tenant, instances, weight, share, regions)
         old_enable = self.enable_mask
         previous = dict(self.deployed)
-        journal = {}
-        context_writes = chain_writes(spec, share) if share is not None else None
+        after = {**previous, tenant: record}
+        if share is not None:
+            plan.append(self._join_share(share, tenant, chain_writes(spec, share)))
+        tx = Transaction(self.regs)
         try:
-            await self._run(plan, journal)
-            if share is not None:
-                ts = self._time_share(share)
-                await ts.add(tenant, context_writes)
-                self.shares[share] = ts.to_json()
-            after = dict(previous)
-            after[tenant] = record
+            await tx.run(plan)
             self._save_records(after)
         except Exception as e:  # noqa: BLE001: a bus, transport or file failure: roll back
-            problems = await self._rollback(tenant, old_enable, previous, journal, plan)
-            if share is not None:
-                problems += await self._restart_shared(share, tenant)
-            what = f"deploy of {spec.name!r} as tenant {tenant} failed: {e}"
-            if isinstance(e, TransportLost) or _GONE in problems:
-                raise DeployFailed(
-                    f"{what}; the device is gone, so nothing could be rolled back. Once it is "
-                    f"back, a device restarted from reset holds nothing of tenant {tenant}; "
-                    f"otherwise `snic undeploy --tenant {tenant}` clears what was written"
-                    ) from e
-            if problems:
-                raise DeployFailed(f"{what}; rollback incomplete: {'; '.join(problems)}") from e
-            raise DeployFailed(f"{what}; rolled back, nothing of tenant {tenant} stays "
-                               f"configured") from e
+            await tx.undo()
+            raise self._failed(
+                f"deploy of {spec.name!r} as tenant {tenant}", e, tx,
+                f"rolled back, nothing of tenant {tenant} stays configured",
+                gone=f"Once it is back, a device restarted from reset holds nothing of tenant "
+                     f"{tenant}; otherwise `snic undeploy --tenant {tenant}` clears what was "
+                     f"written") from e
         self.deployed = after
+        self._specs[tenant] = spec
         self.enable_mask = (old_enable & sum(1 << t for t in previous)) | 1 << tenant
         return record
 
-    async def _rollback(self, tenant, old_enable, previous, journal, plan):
-        """Undo a failed deploy, best effort at every step; return what could not be undone.
-        The rewrites go through the journal too: a staging register they touch that the deploy
-        had not reached yet is put back as well."""
-        problems = []
-
-        async def attempt(what, coroutine):
-            if problems and problems[-1] is _GONE:
-                coroutine.close()       # the device is gone: nothing more can be undone
-                return
-            try:
-                await coroutine
-            except TransportLost:
-                problems.append(_GONE)
-            except Exception as e:  # noqa: BLE001: keep undoing the rest
-                problems.append(f"{what}: {e}")
-
-        await attempt("restoring tenant_enable",
-                      self._raw_write("scheduler", "tenant_enable", old_enable))
-        if any(isinstance(s, _Write) and s.block.startswith("classifier") and
-               (s.block, s.reg) in journal for s in plan):
-            await attempt("restoring the classifier",
-                          self._run(self._classifier_writes(previous), journal))
-        if ("scheduler", "table_tenant") in journal:
-            await attempt(f"resetting tenant {tenant}'s flow table",
-                          self._run(self._reset_table(tenant), journal))
-        for (block, reg), value in reversed(journal.items()):
-            await attempt(f"restoring {block}.{reg}", self._raw_write(block, reg, value))
-        return problems
-
-
-
-    async def _restart_shared(self, region, tenant):
-        """After a failed time-shared deploy: the region running again (TimeShare.add puts
-        the running tenant's context back itself; the journal, its hold bit)."""
+    def _join_share(self, region, tenant, writes):
+        """The step giving ``tenant`` a fresh context in time-shared ``region``
+        (:meth:`~.timeshare.TimeShare.add`). Undone by resuming the region: ``add`` puts the
+        running tenant's context back itself, and the transaction's journal the hold bit."""
         from .state import RegionState
-        try:
+        ts = self._time_share(region)
+        before = self.shares.get(region)
+
+        async def add():
+            await ts.add(tenant, writes)
+            self.shares[region] = ts.to_json()
+
+        async def resume():
+            if before is None:
+                self.shares.pop(region, None)
+            else:
+                self.shares[region] = before
             await RegionState(self.bus, self.description, region, self.wait,
                               self.timeout).resume()
-        except Exception as e:  # noqa: BLE001
-            return [f"resuming region {region}: {e}"]
-        return []
+        return Action(f"tenant {tenant}'s context in region {region}", add, resume)
 
     async def undeploy(self, tenant):
         """Remove ``tenant``: its classifier entries go (the table is rewritten without them),
@@ -738,53 +660,61 @@ class ControlPlane:
         record = self.deployed.get(tenant)
         remaining = {t: r for t, r in self.deployed.items() if t != tenant}
         shared = [r for r in (record.regions if record else ()) if r in self.shares]
-        try:
-            share = None
-            if shared:
-                # Its context in, so its queued packets leave as the undeploy lets them.
-                share = self._time_share(shared[0])
-                await share.switch(tenant)
-            await self._remove(tenant, record, remaining)
-            if share is not None:
+        share = self._time_share(shared[0]) if shared else None
+        disable = Write("scheduler", "tenant_enable", self.enable_mask & ~(1 << tenant))
+        plan = []
+        if share is not None:
+            # Its context in, so its queued packets leave as the undeploy lets them.
+            plan.append(Action(f"tenant {tenant}'s context in", lambda: share.switch(tenant)))
+        plan += self._removal(tenant, record, remaining, disable)
+        if share is not None:
+            async def leave():
                 await share.leave(tenant)
                 others = [t for t in self._sharers(shared[0]) if t != tenant]
                 if len(others) > 1:
                     self.shares[shared[0]] = share.to_json()
                 else:
                     self.shares.pop(shared[0], None)
+            plan.append(Action(f"tenant {tenant} leaving region {shared[0]}", leave))
+        # An undeploy recovers forwards: run again, it finishes what a failure left.
+        tx = Transaction(self.regs, undoable=False)
+        try:
+            await tx.run(plan)
         except Exception as e:  # noqa: BLE001: one clear line, whatever failed
+            if disable in tx.completed:
+                self.enable_mask &= ~(1 << tenant)
             enabled = "still enabled" if self.enable_mask >> tenant & 1 else "disabled"
             raise ControlError(f"undeploy of tenant {tenant} failed: {e} (the tenant is "
                                f"{enabled}; run undeploy again)") from e
+        self.enable_mask &= ~(1 << tenant)
         self._save_records(remaining)
         self.deployed = remaining
+        self._specs.pop(tenant, None)
         self.unmanaged = tuple(t for t in self.unmanaged if t != tenant)
         return record
 
-    async def _remove(self, tenant, record, remaining):
-        await self._run(self._classifier_writes(remaining))
-
+    def _removal(self, tenant, record, remaining, disable):
+        """The undeploy's plan (:meth:`undeploy`): the classifier without the tenant, its
+        queues emptied through its chain, ``disable``, its packets in flight drained, and its
+        table, weight, region costs and links back to their reset values."""
         async def backlog_empty():
             return await self.read("scheduler", f"t{tenant}_backlog_beats") == 0
-        try:
-            await self._poll(f"tenant {tenant}'s queues to empty", backlog_empty)
-        except ControlTimeout:
-            pass    # a stalled region: disable anyway, the queued packets stay queued
-        await self._raw_write("scheduler", "tenant_enable", self.enable_mask & ~(1 << tenant))
-        self.enable_mask &= ~(1 << tenant)
 
         async def drained():
             return await self.read("scheduler", f"t{tenant}_in_flight") == 0
-        await self._poll(f"tenant {tenant}'s packets in flight to drain", drained)
-        plan = self._reset_table(tenant)
+        plan = [self._classifier(remaining, self.deployed),
+                # A stalled region: disable anyway, the queued packets stay queued.
+                Poll(f"tenant {tenant}'s queues to empty", backlog_empty, give_up=True),
+                disable,
+                Poll(f"tenant {tenant}'s packets in flight to drain", drained),
+                self._flow_table(tenant, self._reset_table(tenant), self._reset_table(tenant))]
         for reg in (f"t{tenant}_inv_weight", f"t{tenant}_quantum"):
-            plan.append(_Write("scheduler", reg, self._reg("scheduler", reg)["reset"]))
+            plan.append(Write("scheduler", reg, self._reset("scheduler", reg)))
         for r in (record.regions if record else ()):
-            plan.append(_Write("scheduler", f"r{r}_cost",
-                               self._reg("scheduler", f"r{r}_cost")["reset"]))
+            plan.append(Write("scheduler", f"r{r}_cost", self._reset("scheduler", f"r{r}_cost")))
         for r in (record.regions if record and record.branches else ()):
-            plan += [_Write(f"region{r}", "link", 0), _Linked(r, 0)]
-        await self._run(plan)
+            plan += [Write(f"region{r}", "link", 0), Linked(r, 0)]
+        return plan
 
     # --- load-aware flow tables -----------------------------------------------------------------
     def _deployed_record(self, tenant):
@@ -795,14 +725,14 @@ class ControlPlane:
         return record
 
     def _check_load_counters(self):
-        if ("scheduler", "bucket_beats") not in self._regs:
+        if ("scheduler", "bucket_beats") not in self.regs:
             raise DeployRefused("this build's scheduler does not count load per flow-table "
                                 "entry (scheduler 1.2)")
 
     async def _entry_counters(self, tenant):
         from .rebalance import read_loads
         return await read_loads(lambda reg: self.read("scheduler", reg),
-                                lambda reg, v: self._raw_write("scheduler", reg, v),
+                                lambda reg, v: self.regs.write("scheduler", reg, v),
                                 tenant, self.table_size)
 
     def flow_table(self, tenant):
@@ -817,11 +747,19 @@ class ControlPlane:
 
     async def _commit_table(self, record, table):
         """Write and commit ``record``'s tenant's ``table`` (the tenant is held until its
-        packets in flight have left, so no flow reorders) and keep it in the record."""
-        await self._run(self._table_entry_writes(record.tenant, table))
+        packets in flight have left, so no flow reorders) and keep it in the record; on a
+        failure the table in effect before is committed again."""
+        tx = Transaction(self.regs)
+        previous = self.flow_table(record.tenant)
         after = dict(self.deployed)
         after[record.tenant] = replace(record, table=tuple(table))
-        self._save_records(after)
+        try:
+            await tx.run([self._flow_table(record.tenant, table, previous)])
+            self._save_records(after)
+        except Exception as e:  # noqa: BLE001: a bus, transport or file failure: undo
+            await tx.undo()
+            raise self._failed(f"the new flow table of tenant {record.tenant}", e, tx,
+                               "its previous table is back") from e
         self.deployed = after
 
     async def rebalance(self, tenant, measure=None):
@@ -866,11 +804,11 @@ class ControlPlane:
                 "dispatched": await self.read("scheduler", f"t{tenant}_dispatched_beats"),
                 "drops": await self.read("scheduler", f"t{tenant}_queue_drops"),
                 "entries": (await self._entry_counters(tenant)
-                            if ("scheduler", "bucket_beats") in self._regs else None)}
+                            if ("scheduler", "bucket_beats") in self.regs else None)}
             occupancy = await self.read("scheduler", f"t{tenant}_backlog_beats")
         if since is None:
             return None, counters
-        wrap = 1 << self._reg("scheduler", f"t{tenant}_dispatched_beats")["width"]
+        wrap = 1 << self.regs.info("scheduler", f"t{tenant}_dispatched_beats")["width"]
         loads = table = None
         if counters["entries"] is not None and since.get("entries") is not None:
             loads, table = entry_loads(since["entries"], counters["entries"]), \
@@ -903,14 +841,6 @@ class ControlPlane:
             await self._commit_table(record, table)
         return table
 
-    def _table_entry_writes(self, tenant, table):
-        writes = []
-        for i, region in enumerate(table):
-            writes += [_Write("scheduler", "table_tenant", tenant),
-                       _Write("scheduler", "table_index", i),
-                       _Write("scheduler", "table_region", region),
-                       _Write("scheduler", "table_write", 1)]
-        return writes + [_Write("scheduler", "table_commit", 1 << tenant), _Commit(tenant)]
 
     # --- migration ------------------------------------------------------------------------------
     async def migrate(self, tenant, source, target):
@@ -955,54 +885,42 @@ class ControlPlane:
         await self.refresh()
         record, index = self._check_migration(tenant, source, target)
         regions = tuple(target if r == source else r for r in record.regions)
-        try:
-            spec = load_chain(record.source)
-        except ChainError as e:
-            raise DeployRefused(f"tenant {tenant}'s chain specification is needed to configure "
-                                f"the target region: {e}") from None
+        spec = self._spec_of(record)
         # The personality loads first (writes to its NTs land in the one that runs); then the
         # chain's configuration writes, which also write the tables strobed into the NTs (the
         # configuration a boundary state map leaves out); then the source's read-write
         # registers as they read now.
-        plan = [_Load(target, index)] if self.active[target] != index else []
-        plan += [_Write(*w) for w in chain_writes(spec, target)]
+        plan = [Load(target, index, record.chain)] if self.active[target] != index else []
+        plan += [Write(*w) for w in chain_writes(spec, target)]
         for (block, reg) in configuration_registers(self.description, source, record.chain):
-            plan.append(_Write(block.replace(f"r{source}_", f"r{target}_", 1), reg,
-                               await self.read(block, reg)))
-        plan.append(_Write("scheduler", f"r{target}_cost",
-                           await self.read("scheduler", f"r{source}_cost")))
-        journal = {}
-        repointed = False
+            plan.append(Write(block.replace(f"r{source}_", f"r{target}_", 1), reg,
+                              await self.read(block, reg)))
+        plan.append(Write("scheduler", f"r{target}_cost",
+                          await self.read("scheduler", f"r{source}_cost")))
+        tx = Transaction(self.regs)
+        moved = {}
 
-        async def repoint():
-            nonlocal repointed
-            repointed = True
-            await self._run(self._table_writes(tenant, regions))
+        async def repoint():        # in the same transaction: undone by pointing back
+            await tx.run([self._flow_table(tenant, self._in_turn(regions),
+                                           self.flow_table(tenant))])
+
+        async def move():
+            moved["report"] = await move_instance(self.bus, self.description, source, target,
+                                                  repoint, wait=self.wait,
+                                                  timeout=self.timeout)
+        # move_instance resumes both regions itself when it fails.
+        plan.append(Action(f"the state of region {source} to region {target}", move))
         try:
-            await self._run(plan, journal)
-            report = await move_instance(self.bus, self.description, source, target, repoint,
-                                         wait=self.wait, timeout=self.timeout)
+            await tx.run(plan)
         except Exception as e:  # noqa: BLE001: a bus, transport or state failure: undo
-            problems = []
-            if repointed:
-                try:
-                    await self._run(self._table_entry_writes(
-                        tenant, self.flow_table(tenant)))
-                except Exception as again:  # noqa: BLE001
-                    problems.append(f"pointing the flow buckets back: {again}")
-            for (block, reg), value in reversed(journal.items()):
-                try:
-                    await self._raw_write(block, reg, value)
-                except Exception as again:  # noqa: BLE001
-                    problems.append(f"restoring {block}.{reg}: {again}")
-            what = f"migration of tenant {tenant} from region {source} to {target} failed: {e}"
-            if problems:
-                raise DeployFailed(f"{what}; undo incomplete: {'; '.join(problems)}") from e
-            raise DeployFailed(f"{what}; the tenant runs in regions {list(record.regions)} "
-                               f"as before") from e
+            await tx.undo()
+            raise self._failed(f"migration of tenant {tenant} from region {source} to "
+                               f"{target}", e, tx, f"the tenant runs in regions "
+                               f"{list(record.regions)} as before") from e
+        report = moved["report"]
         try:
-            await self._raw_write("scheduler", f"r{source}_cost",
-                                  self._reg("scheduler", f"r{source}_cost")["reset"])
+            await self.regs.write("scheduler", f"r{source}_cost",
+                                  self._reset("scheduler", f"r{source}_cost"))
         except Exception as e:  # noqa: BLE001: the move is done; a deploy there sets the cost
             report.setdefault("warnings", []).append(f"region {source}'s cost: {e}")
         after = dict(self.deployed)
@@ -1011,6 +929,83 @@ class ControlPlane:
         self._save_records(after)
         self.deployed = after
         return report
+
+    # --- scaling --------------------------------------------------------------------------------
+    async def scale_out(self, tenant, region):
+        """Give deployed ``tenant`` one more instance of its chain in the free ``region``
+        (the auto-scaler's :class:`~.autoscale.ScaleOut`): the personality loaded if need be,
+        its NTs configured, the region's cost, then the tenant's flow table dealt out in turn
+        over all its regions and committed (no flow reorders). Returns the new record.
+        Raises :class:`DeployRefused` before any write, :class:`DeployFailed` after the
+        undo."""
+        with self._locked():
+            await self.refresh()
+            record = self._deployed_record(tenant)
+            self._check_region(region)
+            if record.branches:
+                raise DeployRefused(f"tenant {tenant} ({record.chain}) runs split over linked "
+                                    f"regions; a split chain does not scale by one region")
+            if region in record.regions:
+                raise DeployRefused(f"tenant {tenant} already runs in region {region}")
+            if region not in self.free_regions():
+                raise DeployRefused(f"region {region} is not free (free regions: "
+                                    f"{self.free_regions()})")
+            index = self._personality(region, record.chain)
+            if index is None:
+                raise DeployRefused(f"region {region} cannot host {record.chain!r}; the "
+                                    f"regions can host: {self._hosts()}")
+            spec = self._spec_of(record)
+            regions = tuple(record.regions) + (region,)
+            plan = [Load(region, index, record.chain)] if self.active[region] != index else []
+            plan += [Write(*w) for w in chain_writes(spec, region)]
+            plan.append(Write("scheduler", f"r{region}_cost", _fixed_cost(
+                self.regions[region][index]["cycles_per_beat"])))
+            plan.append(self._flow_table(tenant, self._in_turn(regions),
+                                         self.flow_table(tenant)))
+            return await self._change_regions(record, regions, plan,
+                                              f"scale-out of tenant {tenant} to region {region}")
+
+    async def scale_in(self, tenant, region):
+        """Take ``region`` from deployed ``tenant`` (the auto-scaler's
+        :class:`~.autoscale.ScaleIn`): its flow table dealt out in turn over the other
+        regions and committed (the scheduler holds the tenant until its packets in flight
+        have left, so the region is empty of them and no flow reorders), then the region's
+        cost back to reset. The region is free; its personality stays loaded. Returns the new
+        record."""
+        with self._locked():
+            await self.refresh()
+            record = self._deployed_record(tenant)
+            if region not in record.regions:
+                raise DeployRefused(f"tenant {tenant} ({record.chain}) does not run in region "
+                                    f"{region}; its regions are {list(record.regions)}")
+            if len(record.regions) < 2:
+                raise DeployRefused(f"region {region} is tenant {tenant}'s only instance: "
+                                    f"undeploy the tenant instead")
+            if record.branches:
+                raise DeployRefused(f"tenant {tenant} ({record.chain}) runs split over linked "
+                                    f"regions; a split chain does not scale by one region")
+            regions = tuple(r for r in record.regions if r != region)
+            plan = [self._flow_table(tenant, self._in_turn(regions), self.flow_table(tenant)),
+                    Write("scheduler", f"r{region}_cost",
+                          self._reset("scheduler", f"r{region}_cost"))]
+            return await self._change_regions(record, regions, plan,
+                                              f"scale-in of tenant {tenant} from region "
+                                              f"{region}")
+
+    async def _change_regions(self, record, regions, plan, what):
+        Transaction(self.regs).check(plan)
+        tx = Transaction(self.regs)
+        new = replace(record, regions=regions, table=())
+        after = {**self.deployed, record.tenant: new}
+        try:
+            await tx.run(plan)
+            self._save_records(after)
+        except Exception as e:  # noqa: BLE001: a bus, transport or file failure: undo
+            await tx.undo()
+            raise self._failed(what, e, tx, f"the tenant runs in regions "
+                               f"{list(record.regions)} as before") from e
+        self.deployed = after
+        return new
 
 
 def chain_writes(spec, region):

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..cache import cache_root
 from .session import design_simulator, quiet_fds, run_bench
+from .tb.scenario import NicScenario
 
 __all__ = ["run_demo"]
 
@@ -31,12 +32,12 @@ def run_demo(config, packets=4000, seed=2026, console=None):
                       "every header kind, 10% malformed) with idle and backpressure...")
         with quiet_fds(log):
             result = run_bench(sim, "random_traffic", {
-                "SNIC_SEED": seed, "SNIC_PACKETS": packets, "SNIC_IDLE": "random",
-                "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
-                "SNIC_KEEP_ERRORS": 0.005, "SNIC_FLOWS": 12})
+                "seed": seed, "packets": packets, "idle": "random",
+                "backpressure": "random", "malformed": 0.1,
+                "keep_errors": 0.005, "flows": 12})
         status.update("measuring beats per cycle under saturation (64-byte packets)...")
         with quiet_fds(log):
-            sat = run_bench(sim, "saturation", {"SNIC_SIZE": 64, "SNIC_PACKETS": 1000})
+            sat = run_bench(sim, "saturation", {"size": 64, "packets": 1000})
 
     table = Table(title="parser on Verilator vs the Python model", show_header=False)
     table.add_column(justify="left")
@@ -77,9 +78,8 @@ def run_nic_demo(config, packets, seed, console):
         status.update(f"simulating {packets} packets of four tenants on both ports (10% "
                       f"malformed, idle and backpressure), checking each against the model...")
         with quiet_fds(log):
-            result = run_bench(sim, "random_traffic", {
-                "SNIC_SEED": seed, "SNIC_PACKETS": packets, "SNIC_MALFORMED": 0.1},
-                module="supernic.sim.tb.nic_tb")
+            result = run_bench(sim, "random_traffic", NicScenario(
+                seed=seed, packets=packets, malformed=0.1), module="supernic.sim.tb.nic_tb")
     table = Table(title="tenants on the NIC (Verilator) vs the NIC model")
     table.add_column("tenant", justify="right")
     table.add_column("chain", min_width=10, no_wrap=True)

@@ -133,12 +133,16 @@ def passthrough_simulator(data_width, progress=print):
     return build_simulator(path, f"passthrough{data_width}", regmap, progress=progress)
 
 
-def run_bench(sim, testcase, env, test_dir=None, module="supernic.sim.tb.parser_tb"):
-    """Run one cocotb test; return its JSON summary. Raises if the test fails."""
+def run_bench(sim, testcase, scenario=None, test_dir=None, module="supernic.sim.tb.parser_tb"):
+    """Run one cocotb test with ``scenario`` (a JSON-serialisable dict of the bench's
+    parameters, or an object with ``to_json()`` such as
+    :class:`~supernic.sim.tb.scenario.NicScenario`); return its JSON summary. Raises if the
+    test fails. The bench reads the scenario with :mod:`supernic.sim.tb.bench_env`."""
+    if scenario is not None and hasattr(scenario, "to_json"):
+        scenario = scenario.to_json()
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        env = {k: str(v) for k, v in env.items()}
-        env["SNIC_RESULT"] = str(result)
+        env = {"SNIC_SCENARIO": json.dumps(scenario or {}), "SNIC_RESULT": str(result)}
         sim.test(module, testcase=[testcase], extra_env=env,
                  test_dir=test_dir or Path(tmp) / "run")
         return json.loads(result.read_text())

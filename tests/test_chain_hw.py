@@ -27,8 +27,8 @@ PACKETS = 1_000
 def test_chain_matches_model(path, width, tmp_path):
     sim = chain_simulator(path, DesignConfig(data_width=width))
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": width + len(path.stem), "SNIC_PACKETS": PACKETS, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
+        "seed": width + len(path.stem), "packets": PACKETS, "idle": "random",
+        "backpressure": "random", "malformed": 0.1,
     }, test_dir=tmp_path, module="supernic.sim.tb.chain_tb")
     assert result["mismatches"] == 0 and not result["problems"]
     assert result["delivered"] + result["dropped"] == PACKETS

@@ -691,9 +691,14 @@ def test_time_share_a_region_between_two_tenants(nic_description, tmp_path):
     _run(again.switch(3, 3))
     assert get("scheduler", "tenant_hold") == 1 << 2
     loaded(second, fresh)                       # a fake NT does not run: still the reset state
+    nic.log.clear()
     _run(ControlPlane(nic, nic_description, state).switch(3, 2))
     assert get("scheduler", "tenant_hold") == 1 << 3
     loaded(first, words_2)
+    # Its configuration writes came back first, the strobed ones too (what the state map
+    # leaves out), though its deploy, not a context, had configured it.
+    assert [w for w in nic.log if w[0].startswith("r3_metered_")][:len(_nt_writes(
+        nic, 3, first))] == _nt_writes(nic, 3, first)
 
     _run(plane.deploy(CHAINS / "web.toml", tenant=0))
     third = tmp_path / "metered_c.toml"
@@ -824,6 +829,29 @@ def test_cli_deploy_and_undeploy_through_a_device_server(nic_description, capsys
         assert snic(["undeploy", "--tenant", "3", "--socket", str(sock)]) == 0
         assert nic.model.get("scheduler", "tenant_hold") == 0
         assert snic(["undeploy", "--tenant", "2", "--socket", str(sock)]) == 0
+        capsys.readouterr()
+        # Scaling: secure deployed on region 2 by --regions; web scales in from region 1 and
+        # secure out to it (a personality load); the tenant's token follows its regions.
+        assert snic(["deploy", str(CHAINS / "secure.toml"), "--tenant", "0", "--regions", "2",
+                     "--socket", str(sock)]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == \
+            "deployed secure as tenant 0 on regions 2"
+        with pytest.raises(SystemExit) as bad:       # argparse: usage, then the error
+            snic(["deploy", str(CHAINS / "metered.toml"), "--tenant", "2", "--regions", "x"])
+        assert bad.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].endswith(
+            "regions must be comma-separated region numbers, not 'x'")
+        fails(["scale-out", "--tenant", "0", "--region", "1"], "region 1 is not free")
+        assert snic(["scale-in", "--tenant", "1", "--region", "1", "--socket", str(sock)]) == 0
+        assert capsys.readouterr().out.strip() == (
+            "tenant 1 (web) gave up region 1: it runs on regions 0, its flow table dealt out "
+            "over them")
+        assert snic(["scale-out", "--tenant", "0", "--region", "1", "--socket", str(sock)]) == 0
+        assert capsys.readouterr().out.strip() == (
+            "tenant 0 (secure) given region 1: it runs on regions 2, 1, its flow table dealt "
+            "out over them")
+        assert nic.tables[0] == [2, 1] * 8 and nic.tables[1] == [0] * 16
+        assert server.access.grants()[0].regions == (1, 2)
+        assert snic(["undeploy", "--tenant", "0", "--socket", str(sock)]) == 0
         assert token.exists()
         assert snic(["undeploy", "--tenant", "1", "--socket", str(sock)]) == 0
         assert nic.model.get("scheduler", "tenant_enable") == 0

@@ -14,6 +14,8 @@ import pytest
 
 from supernic.desc.config import load_config
 from supernic.sim.session import design_simulator, run_bench
+from supernic.sim.tb.scenario import (DrainShared, Migrate, MoveRegion, NicScenario, Suspend,
+                                      Switch)
 
 TEST_NIC_PATH = Path(__file__).parent / "data" / "nic_test.toml"
 TEST_NIC = load_config(TEST_NIC_PATH)
@@ -26,10 +28,9 @@ def nic_sim():
 
 @pytest.mark.parametrize("policy", ["drf", "fifo"])
 def test_nic_matches_model(nic_sim, policy, tmp_path):
-    result = run_bench(nic_sim, "random_traffic", {
-        "SNIC_SEED": 7 + len(policy), "SNIC_PACKETS": 2000, "SNIC_POLICY": policy,
-        "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
+    result = run_bench(nic_sim, "random_traffic", NicScenario(
+        seed=7 + len(policy), packets=2000, policy=policy, malformed=0.1),
+        test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
     account = result["account"]
     assert account["delivered"] > 800
@@ -54,10 +55,11 @@ def test_nic_scale_out_yield_and_migrate_under_traffic(nic_sim, tmp_path):
 
     Nothing is lost or reordered; outputs and every counter (both metered regions' NTs too)
     match the model."""
-    result = run_bench(nic_sim, "random_traffic", {
-        "SNIC_SEED": 31, "SNIC_PACKETS": 2000, "SNIC_POLICY": "drf", "SNIC_RECONFIGURE": 1,
-        "SNIC_YIELD_REGIONS": "5", "SNIC_SPARE_REGIONS": "5", "SNIC_MIGRATE": "3:5",
-    }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
+    result = run_bench(nic_sim, "random_traffic", NicScenario(
+        seed=31, packets=2000, policy="drf", spare_regions=(5,),
+        steps=(Migrate(source=3, target=5, at=1 / 6), MoveRegion(at=1 / 3),
+               Suspend(regions=(5,), at=1 / 2))),
+        test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
     assert [y["region"] for y in result["yields"]] == [5]
     assert all(y["restored_equal"] and y["words"] > 100 and y["model_counters"] == "equal"
@@ -79,10 +81,11 @@ def test_nic_time_shares_a_region_between_two_tenants(nic_sim, tmp_path):
     under traffic (and then until both queues are empty), the running tenant is held (its packets queue), its packets in flight
     leave, its context (state words and NT registers) is saved and the other's loaded. Each
     tenant's outputs and NT counters equal its own chain model running alone."""
-    result = run_bench(nic_sim, "random_traffic", {
-        "SNIC_SEED": 47, "SNIC_PACKETS": 2000, "SNIC_POLICY": "drf",
-        "SNIC_SPARE_REGIONS": "4,5", "SNIC_TIMESHARE": 3,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
+    result = run_bench(nic_sim, "random_traffic", NicScenario(
+        seed=47, packets=2000, policy="drf", spare_regions=(4, 5), time_share=3,
+        steps=(Switch(tenant=3, at=1 / 6), Switch(tenant=2, at=2 / 6),
+               Switch(tenant=3, at=3 / 6), DrainShared())),
+        test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
     timed = [s for s in result["switches"] if not s.get("draining")]
     assert [s["to"] for s in timed] == [3, 2, 3], result["switches"]

@@ -158,9 +158,9 @@ def simulator():
 @pytest.mark.parametrize("default", ["drop", "tenant"])
 def test_hardware_matches_model(simulator, default, tmp_path):
     result = run_bench(simulator, "random_traffic", {
-        "SNIC_SEED": 10 if default == "drop" else 14, "SNIC_PACKETS": 2000,
-        "SNIC_DEFAULT": default, "SNIC_MALFORMED": 0.1,
-        "SNIC_IDLE": "random", "SNIC_BACKPRESSURE": "random",
+        "seed": 10 if default == "drop" else 14, "packets": 2000,
+        "default": default, "malformed": 0.1,
+        "idle": "random", "backpressure": "random",
     }, test_dir=tmp_path, module=TB)
     assert result["mismatches"] == 0
     assert result["counters"] == result["model_counters"]
@@ -181,7 +181,7 @@ def test_hardware_matches_model(simulator, default, tmp_path):
 @pytest.mark.parametrize("default", ["tenant", "drop"])
 def test_saturation_is_line_rate(simulator, default, tmp_path):
     result = run_bench(simulator, "saturation", {
-        "SNIC_SIZE": 64, "SNIC_PACKETS": 300, "SNIC_DEFAULT": default,
+        "size": 64, "packets": 300, "default": default,
     }, test_dir=tmp_path, module=TB)
     assert result["in_beats_per_cycle"] > 0.99
     if default == "tenant":
@@ -195,8 +195,8 @@ def test_hardware_matches_model_512(tmp_path):
     """A short run at 512 bits (the default NIC shape: one beat holds a small packet)."""
     sim = classifier_simulator(NicShape(data_width=512), port=1, entries=16)
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": 11, "SNIC_PACKETS": 1000, "SNIC_DEFAULT": "drop",
-        "SNIC_IDLE": "random", "SNIC_BACKPRESSURE": "random",
+        "seed": 11, "packets": 1000, "default": "drop",
+        "idle": "random", "backpressure": "random",
     }, test_dir=tmp_path, module=TB)
     assert result["mismatches"] == 0
     assert result["counters"] == result["model_counters"]

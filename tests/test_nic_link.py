@@ -19,6 +19,7 @@ from supernic.desc.config import ConfigError, DesignConfig, load_config
 from supernic.sim.chain_model import ChainModel, chain_traffic
 from supernic.sim.parser_model import ParserModel
 from supernic.sim.session import design_simulator, run_bench
+from supernic.sim.tb.scenario import NicScenario
 
 LINK_NIC = load_config(Path(__file__).parent / "data" / "nic_link.toml")
 MONITORING = str(files("supernic.chains") / "monitoring.toml")
@@ -78,9 +79,9 @@ def test_links_are_checked():
 
 
 def test_nic_runs_a_dag_split_across_linked_regions(tmp_path):
-    result = run_bench(design_simulator(LINK_NIC), "random_traffic", {
-        "SNIC_SEED": 13, "SNIC_PACKETS": 1500, "SNIC_POLICY": "drf", "SNIC_MALFORMED": 0.1,
-    }, test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
+    result = run_bench(design_simulator(LINK_NIC), "random_traffic", NicScenario(
+        seed=13, packets=1500, policy="drf", malformed=0.1),
+        test_dir=tmp_path, module="supernic.sim.tb.nic_tb")
     assert result["mismatches"] == 0 and not result["problems"], result
     monitoring = result["tenants"]["0"]
     assert monitoring["chain"] == "monitoring" and monitoring["regions"] == [0]

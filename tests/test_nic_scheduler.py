@@ -127,8 +127,8 @@ def simulator():
 @pytest.mark.parametrize("policy", ["drf", "drr", "rr", "fifo"])
 def test_random_traffic(simulator, policy, tmp_path):
     result = run_bench(simulator, "random_traffic", {
-        "SNIC_SEED": 11 + len(policy), "SNIC_PACKETS": 400, "SNIC_POLICY": policy,
-        "SNIC_TABLE_CHANGES": 4,
+        "seed": 11 + len(policy), "packets": 400, "policy": policy,
+        "table_changes": 4,
     }, test_dir=tmp_path, module=TB)
     assert not result["problems"]
     assert result["model_mismatches"] == 0
@@ -142,13 +142,13 @@ def test_random_traffic(simulator, policy, tmp_path):
 SATURATION = {
     # rr: equal packets; sizes differ, so beats differ. Every share must stay below the
     # P / tenants = 0.5 beats a cycle each tenant is offered, or the tenant is not backlogged.
-    "rr": {"SNIC_SIZES": [64, 96, 32, 64]},
+    "rr": {"sizes": [64, 96, 32, 64]},
     # drr: equal bytes (weights 1), whatever the sizes.
-    "drr": {"SNIC_SIZES": [64, 200, 16, 600]},
+    "drr": {"sizes": [64, 200, 16, 600]},
     # drf: tenant 0's region costs 8 a beat (region-heavy), tenant 1 has weight 2.
-    "drf": {"SNIC_SIZES": [64, 64, 16, 200], "SNIC_WEIGHTS": [1, 2, 1, 1],
-            "SNIC_COSTS": [8, 1, 1, 1]},
-    "fifo": {"SNIC_SIZES": [64, 200, 16, 64]},
+    "drf": {"sizes": [64, 64, 16, 200], "weights": [1, 2, 1, 1],
+            "costs": [8, 1, 1, 1]},
+    "fifo": {"sizes": [64, 200, 16, 64]},
 }
 
 
@@ -157,7 +157,7 @@ def test_saturation_shares(simulator, policy, tmp_path):
     import json
     env = {k: json.dumps(v) for k, v in SATURATION[policy].items()}
     result = run_bench(simulator, "saturation", {
-        **env, "SNIC_POLICY": policy, "SNIC_CYCLES": 4000, "SNIC_WARMUP": 600,
+        **env, "policy": policy, "cycles": 4000, "warmup": 600,
     }, test_dir=tmp_path, module=TB)
     assert not result["problems"]
     assert result["model_mismatches"] == 0
@@ -176,11 +176,11 @@ def test_saturation_shares(simulator, policy, tmp_path):
 def test_one_beat_packets_and_latency(simulator, policy, tmp_path):
     import json
     result = run_bench(simulator, "saturation", {
-        "SNIC_SIZES": json.dumps([8] * 4), "SNIC_POLICY": policy, "SNIC_CYCLES": 2000,
-        "SNIC_WARMUP": 200,
+        "sizes": json.dumps([8] * 4), "policy": policy, "cycles": 2000,
+        "warmup": 200,
     }, test_dir=tmp_path, module=TB)
     assert result["out_beats_per_cycle"] > 0.95
-    result = run_bench(simulator, "latency", {"SNIC_POLICY": policy}, test_dir=tmp_path,
+    result = run_bench(simulator, "latency", {"policy": policy}, test_dir=tmp_path,
                        module=TB)
     # Last beat in to first beat out: candidates from this cycle's heads (6 when registered).
     assert max(result["latency_cycles"]) <= 5
@@ -192,7 +192,7 @@ def test_lone_tenant_one_packet_a_cycle(simulator, policy, tmp_path):
     """A lone tenant's queues on both ports full of one-beat packets: a dispatch on every cycle
     from the first to the last (a registered candidate, a cycle old after each dispatch, took
     two cycles a packet), and one beat out every cycle, each port's packets in order."""
-    result = run_bench(simulator, "lone_tenant", {"SNIC_POLICY": policy}, test_dir=tmp_path,
+    result = run_bench(simulator, "lone_tenant", {"policy": policy}, test_dir=tmp_path,
                        module=TB)
     assert not result["problems"]
     assert result["queued"] == 2 * QUEUE_PACKETS == result["dispatches"]

@@ -116,8 +116,8 @@ def _check_accounting(result):
 ])
 def test_hardware_matches_model(simulator, header_only, idle, backpressure, tmp_path):
     result = run_bench(simulator, "random_traffic", {
-        "SNIC_SEED": header_only, "SNIC_PACKETS": 3000, "SNIC_HEADER_ONLY": header_only,
-        "SNIC_IDLE": idle, "SNIC_BACKPRESSURE": backpressure, "SNIC_STALL": 48,
+        "seed": header_only, "packets": 3000, "header_only": header_only,
+        "idle": idle, "backpressure": backpressure, "stall": 48,
     }, test_dir=tmp_path, module=MODULE)
     _check_accounting(result)
     assert result["store_drops"] > 0 and result["misrouted"] > 0
@@ -128,7 +128,7 @@ def test_hardware_matches_model(simulator, header_only, idle, backpressure, tmp_
 def test_saturation_has_no_bubbles(simulator, size, header_only, tmp_path):
     """Structural: packets back to back, round robin across regions, no gaps once primed."""
     result = run_bench(simulator, "saturation", {
-        "SNIC_SIZE": size, "SNIC_PACKETS": 200, "SNIC_HEADER_ONLY": header_only,
+        "size": size, "packets": 200, "header_only": header_only,
     }, test_dir=tmp_path, module=MODULE)
     assert result["packets_out"] == 200 and result["store_drops"] == 0
     assert result["in_beats_per_cycle"] > 0.95 and result["out_beats_per_cycle"] > 0.95

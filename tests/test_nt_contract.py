@@ -66,10 +66,10 @@ class Floor(NamedTuple):
 @dataclass(frozen=True)
 class Contract:
     builds: tuple               # the Builds, one per width
-    seeds: dict                 # width -> SNIC_SEED of its random traffic
+    seeds: dict                 # width -> seed of its random traffic
     floors: tuple               # Floors every build's run must reach
     saturation: dict            # frame size -> the rates that must exceed 0.99 beats a cycle
-    packets: int = 5_000        # SNIC_PACKETS of the random traffic
+    packets: int = 5_000        # packets of the random traffic
 
 
 def every_size(rates):
@@ -279,8 +279,8 @@ def test_hardware_matches_model(kind, simulator, tmp_path):
     build, sim = simulator
     contract = CONTRACTS[kind]
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": contract.seeds[build.width], "SNIC_PACKETS": contract.packets,
-        "SNIC_IDLE": "random", "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1,
+        "seed": contract.seeds[build.width], "packets": contract.packets,
+        "idle": "random", "backpressure": "random", "malformed": 0.1,
     }, test_dir=tmp_path, module=BENCH)
     assert result["mismatches"] == 0
     assert result["packets_out"] == result["packets_in"] == contract.packets
@@ -300,7 +300,7 @@ def test_saturation(kind, simulator, size, tmp_path):
     """Structural check (speed and latency are `snic bench nt`'s): back-to-back frames of one
     size keep the rates the NT's entry names above 0.99 beats a cycle once primed."""
     build, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 200},
+    result = run_bench(sim, "saturation", {"size": size, "packets": 200},
                        test_dir=tmp_path, module=BENCH)
     rates = CONTRACTS[kind].saturation[size]
     slow = {rate: result[rate] for rate in rates if not result[rate] > 0.99}

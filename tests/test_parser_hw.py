@@ -25,8 +25,8 @@ def test_random_traffic_matches_model(simulator, idle, backpressure, tmp_path):
     width, sim = simulator
     seed = 1000 * width + PATTERNS.index((idle, backpressure))
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": seed, "SNIC_PACKETS": PACKETS_PER_RUN, "SNIC_IDLE": idle,
-        "SNIC_BACKPRESSURE": backpressure, "SNIC_MALFORMED": 0.1, "SNIC_KEEP_ERRORS": 0.005,
+        "seed": seed, "packets": PACKETS_PER_RUN, "idle": idle,
+        "backpressure": backpressure, "malformed": 0.1, "keep_errors": 0.005,
     }, test_dir=tmp_path)
     assert result["mismatches"] == 0
     assert result["packets_out"] == result["packets_in"] == PACKETS_PER_RUN
@@ -42,7 +42,7 @@ def test_saturation_is_line_rate(simulator, tmp_path):
     """Not a speed assertion (see `snic bench parser`): full-size frames must stream without
     bubbles once the pipeline is primed, or the parser has a structural stall."""
     width, sim = simulator
-    result = run_bench(sim, "saturation", {"SNIC_SIZE": 1500, "SNIC_PACKETS": 100},
+    result = run_bench(sim, "saturation", {"size": 1500, "packets": 100},
                        test_dir=tmp_path)
     assert result["beats_per_cycle"] > 0.99
 
@@ -58,7 +58,7 @@ def test_too_deep_where_the_model_says(config, seed, packets, least, tmp_path):
     model with the same parameters says, with everything else unchanged."""
     sim = design_simulator(config)
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": seed, "SNIC_PACKETS": packets, "SNIC_IDLE": "random",
-        "SNIC_BACKPRESSURE": "random", "SNIC_MALFORMED": 0.1}, test_dir=tmp_path)
+        "seed": seed, "packets": packets, "idle": "random",
+        "backpressure": "random", "malformed": 0.1}, test_dir=tmp_path)
     assert result["mismatches"] == 0 and result["packets_out"] == packets
     assert result["flags"]["too_deep"] >= least

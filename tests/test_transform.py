@@ -359,8 +359,8 @@ def test_nt_interrupted_equals_uninterrupted(kind, tmp_path):
     # large memories (checksum rings, flow tables) get two stops, the others four.
     stops = 4 if smap.words < 5000 else 2
     r = run_bench(sim, "interrupted_traffic",
-                  {"SNIC_PACKETS": 300, "SNIC_SEED": 5, "SNIC_INTERRUPTS": stops,
-                   "SNIC_GOLDEN_CHECKS": 1 if stops == 2 else 2},
+                  {"packets": 300, "seed": 5, "interrupts": stops,
+                   "golden_checks": 1 if stops == 2 else 2},
                   test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
     t = r["transform"]
     assert r["packets_out"] == r["packets_in"] == 300
@@ -382,8 +382,8 @@ def test_read_ports_restored_through_their_memory(kind, tmp_path):
     reloaded = [i for i in smap.items if i.kind == "rdport" and not i.in_chain]
     assert reloaded and not any(i.kind == "rdport" and i.in_chain for i in smap.items)
     r = run_bench(sim, "interrupted_traffic",
-                  {"SNIC_PACKETS": 200, "SNIC_SEED": 11, "SNIC_INTERRUPTS": 2,
-                   "SNIC_GOLDEN_CHECKS": 2},
+                  {"packets": 200, "seed": 11, "interrupts": 2,
+                   "golden_checks": 2},
                   test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
     t = r["transform"]
     assert r["packets_out"] == r["packets_in"] == 200 and r["mismatches"] == 0
@@ -401,7 +401,7 @@ def test_nt_boundary_state_is_sound(kind, tmp_path):
     smap = StateMap.from_json(json.loads(Path(sim.regmap_path).read_text())["state_map"])
     assert smap.mode == "boundary" and smap.live_bits <= smap.all_flip_flop_bits
     r = run_bench(sim, "boundary_soundness",
-                  {"SNIC_PACKETS": 300, "SNIC_SEED": 7, "SNIC_INTERRUPTS": 6},
+                  {"packets": 300, "seed": 7, "interrupts": 6},
                   test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
     t = r["transform"]
     assert r["packets_out"] == r["packets_in"] == 300
@@ -422,8 +422,8 @@ def test_boundary_soundness_test_bites(drop, tmp_path):
     assert smap.find(drop).kind == "ff"
     try:
         r = run_bench(sim, "boundary_soundness",
-                      {"SNIC_PACKETS": 300, "SNIC_SEED": 7, "SNIC_INTERRUPTS": 20,
-                       "SNIC_DROP_LIVE": drop},
+                      {"packets": 300, "seed": 7, "interrupts": 20,
+                       "drop_live": drop},
                       test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
     except SystemExit:          # cocotb's runner: the bench failed
         return
@@ -617,7 +617,7 @@ def test_nt_migrates_to_the_model_and_back(kind, tmp_path):
     state over, a third on the hardware again after the model's state was written into it;
     every packet, counter and table equals the reference model's."""
     sim = task_simulator(kind, 64, BUILD_PARAMS_64.get(kind), yieldable=True)
-    r = run_bench(sim, "model_round_trip", {"SNIC_PACKETS": 300, "SNIC_SEED": 13},
+    r = run_bench(sim, "model_round_trip", {"packets": 300, "seed": 13},
                   test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
     assert not r["problems"] and not r["reports"], r
     assert r["packets_out"] == 200 and r["software_packets"] == 100
@@ -659,8 +659,8 @@ def test_two_tenants_time_share_one_nt(kind, tmp_path):
     rate limiter, consistent-hash tables for the load balancer, only configuration registers
     for VLAN push). Each tenant's output and counters equal its own model running alone."""
     sim = task_simulator(kind, 64, BUILD_PARAMS_64.get(kind), yieldable=True)
-    r = run_bench(sim, "time_shared", {"SNIC_PACKETS": 200, "SNIC_SEED": 11,
-                                       "SNIC_SWITCHES": 6},
+    r = run_bench(sim, "time_shared", {"packets": 200, "seed": 11,
+                                       "switches": 6},
                   test_dir=tmp_path, module="supernic.sim.tb.yield_tb")
     assert r["turns"] >= 6
     for t, tenant in enumerate(r["tenants"]):

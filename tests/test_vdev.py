@@ -184,8 +184,8 @@ def test_chain_agrees_with_cocotb(web_device, tmp_path):
     spec, seed, n = load_chain(WEB), 5, 300
     sim = chain_simulator(WEB, DesignConfig(data_width=64))
     result = run_bench(sim, "random_traffic", {
-        "SNIC_SEED": seed, "SNIC_PACKETS": n, "SNIC_IDLE": "none", "SNIC_BACKPRESSURE": "none",
-        "SNIC_MALFORMED": 0.1, "SNIC_SIZES": "light"}, test_dir=tmp_path,
+        "seed": seed, "packets": n, "idle": "none", "backpressure": "none",
+        "malformed": 0.1, "sizes": "light"}, test_dir=tmp_path,
         module="supernic.sim.tb.chain_tb")
     assert result["mismatches"] == 0 and not result["problems"]
     frames = chain_traffic(spec, n, seed, 0.1, size_dist="light", header_bytes=HEADER_BYTES)

@@ -42,7 +42,6 @@ instance's first packet.
 scheduler, store and egress add (goal: 16 cycles or fewer at 512 bits).
 """
 
-import json
 import time
 
 from ..driver.stats import jain
@@ -111,7 +110,7 @@ def _scenario(tenants, policy, **extra):
         t = dict(t)
         t["chain"] = _chain_path(t["chain"])
         out.append(t)
-    return json.dumps({"tenants": out, "policy": policy, **extra})
+    return {"tenants": out, "policy": policy, **extra}
 
 
 def _sim(status, log):
@@ -134,9 +133,8 @@ def fairness_bench(config, console, quick, tenants=None, policies=POLICIES):
         for policy in policies:
             status.update(f"{policy}: four backlogged tenants, {window} cycles...")
             with quiet_fds(log):
-                got = run_bench(sim, "shares", {
-                    "SNIC_SCENARIO": _scenario(tenants, policy, window=window,
-                                               warmup=3000 if quick else 6000)},
+                got = run_bench(sim, "shares", _scenario(tenants, policy, window=window,
+                                                         warmup=3000 if quick else 6000),
                                 module=MB_MODULE)
             if ideal is None:
                 # The first run's calibration (what the control plane measured each chain's
@@ -216,12 +214,12 @@ def scaling_bench(config, console, quick):
         sim = _sim(status, log)
         status.update("1 to 4 instances of the secure chain, saturated...")
         with quiet_fds(log):
-            got = run_bench(sim, "scaling", {"SNIC_SCENARIO": _scenario(
+            got = run_bench(sim, "scaling", _scenario(
                 [tenant], "drf", instances=instances, window=4000 if quick else 12000,
                 warmup=2000 if quick else 4000, flows=flows,
                 window_one=4000 if quick else 60000,
                 pool_passes=0 if quick else 2, rebalance=True, auto_passes=1,
-                auto_period=2000 if quick else 5000)}, module=MB_MODULE)
+                auto_period=2000 if quick else 5000), module=MB_MODULE)
     one = got["points"][0]["beats_per_cycle"]
     figures["points"] = [{**p, "beats_per_cycle": round(p["beats_per_cycle"], 4),
                           "hash_bound": round(p["hash_bound"], 3),
@@ -304,9 +302,8 @@ def latency_bench(config, console, quick):
             tenant = {"id": 0, "name": "web", "chain": "web", "regions": [0], "size": size,
                       "port": 0}
             with quiet_fds(log):
-                got = run_bench(sim, "latency", {"SNIC_SCENARIO": _scenario([tenant], "drf")},
-                                module=MB_MODULE)
-                ref = run_bench(base, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": 20},
+                got = run_bench(sim, "latency", _scenario([tenant], "drf"), module=MB_MODULE)
+                ref = run_bench(base, "saturation", {"size": size, "packets": 20},
                                 module="supernic.sim.tb.chain_tb")
             nic = min(got["samples"])
             figures["sizes"][f"{size}B"] = {
@@ -335,9 +332,9 @@ def _throughput_64B(sim, log, quick):
     }
     for name, tenants in runs.items():
         with quiet_fds(log):
-            got = run_bench(sim, "shares", {"SNIC_SCENARIO": _scenario(
+            got = run_bench(sim, "shares", _scenario(
                 tenants, "drf", loads={"2": "web"}, calibrate=False, warmup=warmup,
-                window=window)}, module=MB_MODULE)
+                window=window), module=MB_MODULE)
         usage = [got["usage"][str(t["id"])] for t in tenants]
         out[f"{name}_64B_packets_per_cycle"] = round(
             sum(u["delivered_packets"] for u in usage) / got["cycles"], 4)

@@ -60,7 +60,7 @@ def nt_bench(config, console, quick, only=None):
                 status.update(f"baseline FIFO, {width}-bit, {size} B...")
                 with quiet_fds(log):
                     ref = run_bench(base, "saturation",
-                                    {"SNIC_SIZE": size, "SNIC_PACKETS": packets[size]})
+                                    {"size": size, "packets": packets[size]})
                 figures["baseline"][str(width)][f"{size}B"] = round(ref["beats_per_cycle"], 4)
         for kind in kinds:
             row = figures["nts"].setdefault(kind, {})
@@ -72,7 +72,7 @@ def nt_bench(config, console, quick, only=None):
                     status.update(f"{kind}: {width}-bit, {size} B...")
                     with quiet_fds(log):
                         got = run_bench(sim, "saturation",
-                                        {"SNIC_SIZE": size, "SNIC_PACKETS": packets[size]},
+                                        {"size": size, "packets": packets[size]},
                                         module="supernic.sim.tb.nt_tb")
                     base_rate = figures["baseline"][str(width)][f"{size}B"]
                     row.setdefault(str(width), {})[f"{size}B"] = {
@@ -95,7 +95,7 @@ def nt_bench(config, console, quick, only=None):
                     parser = design_simulator(cfg, progress=status.update)
                 for size in SIZES:
                     status.update(f"chain {name}: {width}-bit, {size} B...")
-                    env = {"SNIC_SIZE": size, "SNIC_PACKETS": packets[size]}
+                    env = {"size": size, "packets": packets[size]}
                     with quiet_fds(log):
                         got = run_bench(sim, "saturation", env, module="supernic.sim.tb.chain_tb")
                         ref = run_bench(parser, "saturation", env)

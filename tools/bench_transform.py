@@ -479,8 +479,8 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                     try:
                         with quiet_fds(log):
                             r = run_bench(sim, "saturation",
-                                          {"SNIC_SIZE": size,
-                                           "SNIC_PACKETS": PACKETS[quick][size]},
+                                          {"size": size,
+                                           "packets": PACKETS[quick][size]},
                                           module="supernic.sim.tb.nt_tb")
                     except Exception as e:
                         error(kind, f"saturation {size} B", variant, _one_line(e))
@@ -500,9 +500,9 @@ def transform_bench(config, console, quick, only=None, jobs=None, fmax=None,
                     try:
                         with quiet_fds(log):
                             r = run_bench(sims["boundary"], "yield_costs",
-                                          {"SNIC_SIZE": size,
-                                           "SNIC_PACKETS": YIELD_PACKETS[quick][size],
-                                           "SNIC_STOPS": YIELD_STOPS[quick]},
+                                          {"size": size,
+                                           "packets": YIELD_PACKETS[quick][size],
+                                           "stops": YIELD_STOPS[quick]},
                                           module="supernic.sim.tb.yield_bench_tb")
                     except Exception as e:
                         error(kind, f"yield_costs {size} B", "boundary", _one_line(e))

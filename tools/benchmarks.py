@@ -44,7 +44,7 @@ def _parser_bench(config, console, quick):
             row = {}
             for size in (64, 1500):
                 status.update(f"{width}-bit, {size}-byte packets: parser and baseline...")
-                env = {"SNIC_SIZE": size, "SNIC_PACKETS": packets[size]}
+                env = {"size": size, "packets": packets[size]}
                 with quiet_fds(log):
                     got = run_bench(dut, "saturation", env)
                     ref = run_bench(base, "saturation", env)
@@ -81,7 +81,7 @@ def _harness_bench(config, console, quick):
         with quiet_fds(log):
             sim = passthrough_simulator(width, progress=status.update)
             result = run_bench(sim, "harness_speed",
-                               {"SNIC_PACKETS": 50 if quick else 300, "SNIC_SIZE": 1024},
+                               {"packets": 50 if quick else 300, "size": 1024},
                                module="supernic.sim.tb.harness_tb")
     return {"benchmark": "harness", **result}
 

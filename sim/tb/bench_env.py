@@ -1,19 +1,27 @@
-"""What every cocotb bench reads from its environment and where it writes its summary.
+"""What every cocotb bench reads: its scenario, the design, and where it writes its summary.
 
-pytest (through :func:`supernic.sim.session.run_bench`) passes parameters as ``SNIC_*``
-variables, the design description's path as ``SNIC_REGMAP``, and a file for the JSON summary as
-``SNIC_RESULT``.
+pytest (through :func:`supernic.sim.session.run_bench`) passes the run's scenario as one JSON
+object in ``SNIC_SCENARIO`` (a bench's parameters by name with their JSON types, or a typed
+scenario's ``to_json()``, e.g. :class:`~supernic.sim.tb.scenario.NicScenario`), the design
+description's path as ``SNIC_REGMAP``, and a file for the JSON summary as ``SNIC_RESULT``.
 """
 
+import functools
 import json
 import os
 
-__all__ = ["env", "design", "write_result"]
+__all__ = ["scenario", "env", "design", "write_result"]
+
+
+@functools.cache
+def scenario():
+    """The run's scenario, one JSON object (empty when none was given)."""
+    return json.loads(os.environ.get("SNIC_SCENARIO", "{}"))
 
 
 def env(name, default, kind=str):
-    """Parameter ``name`` from the environment, converted by ``kind``."""
-    return kind(os.environ.get(name, default))
+    """Parameter ``name`` of the scenario (``default`` without it), converted by ``kind``."""
+    return kind(scenario().get(name, default))
 
 
 def design():

@@ -43,8 +43,8 @@ async def random_traffic(dut):
     cfg = design["config"]
     width, hbytes = cfg["data_width"], cfg["header_bytes"]
     spec = load_chain(design["chain"])
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 2000, int)
+    seed = _env("seed", 1, int)
+    n = _env("packets", 2000, int)
     rng = random.Random(seed)
     regmap = design["registers"]
 
@@ -57,8 +57,8 @@ async def random_traffic(dut):
         for reg, value in node.config.register_writes(node.params):
             await write_register(bus, regmap, node.name, reg, value)
 
-    frames = chain_traffic(spec, n, seed, _env("SNIC_MALFORMED", 0.1, float),
-                           size_dist=_env("SNIC_SIZES", "light"), header_bytes=hbytes)
+    frames = chain_traffic(spec, n, seed, _env("malformed", 0.1, float),
+                           size_dist=_env("sizes", "light"), header_bytes=hbytes)
     beats = [b for f in frames for b in frame_to_beats(f, width)]
     parser = ParserModel(hbytes)
     layout = meta_layout(hbytes)
@@ -112,8 +112,8 @@ async def random_traffic(dut):
         return (len(harness.packet_accept_cycles) == len(frames)
                 and harness.cycles - (harness.last_out_cycle or 0) > 2000)
 
-    await harness.run(beats, len(frames), pattern(_env("SNIC_IDLE", "random"), rng),
-                      pattern(_env("SNIC_BACKPRESSURE", "random"), rng),
+    await harness.run(beats, len(frames), pattern(_env("idle", "random"), rng),
+                      pattern(_env("backpressure", "random"), rng),
                       max_cycles=40 * len(beats) + 20_000, on_packet=on_packet, stop=drained)
     while pending:   # trailing packets the model drops
         index, frame = pending.popleft()
@@ -164,8 +164,8 @@ async def saturation(dut):
         design = json.load(f)
     width = design["config"]["data_width"]
     spec = load_chain(design["chain"])
-    size = _env("SNIC_SIZE", 64, int)
-    n = _env("SNIC_PACKETS", 500, int)
+    size = _env("size", 64, int)
+    n = _env("packets", 500, int)
     await start_and_reset(dut)
     bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
     for node in spec.node_list():

@@ -7,7 +7,7 @@ size and the register map; a JSON summary goes to ``SNIC_RESULT``.
 ``random_traffic``: random and malformed frames, many with VLAN tags or VXLAN headers whose
 keys repeat (flows) and many whose keys are fresh; a random table cut from that traffic
 (overlapping entries, masks, port sets, protocols, port ranges) loaded over AXI4-Lite with the
-default action of ``SNIC_DEFAULT`` (``drop`` or ``tenant``). The metadata of every frame comes
+default action of ``default`` (``drop`` or ``tenant``). The metadata of every frame comes
 from the parser model (tail flags on the last beat only, as the parser gives them). Every
 packet that comes out must equal the model's: bytes, ``hdr`` unchanged on its first and last
 beat, and the tag (tenant, port, seq, beats 0, region 0) on both. Then the counters and every
@@ -135,10 +135,10 @@ async def random_traffic(dut):
     design, shape, bus = await _setup(dut)
     width, hbytes, port = shape.data_width, shape.header_bytes, design["port"]
     entries = design["entries"]
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 2000, int)
-    malformed = _env("SNIC_MALFORMED", 0.1, float)
-    default = _env("SNIC_DEFAULT", "drop")
+    seed = _env("seed", 1, int)
+    n = _env("packets", 2000, int)
+    malformed = _env("malformed", 0.1, float)
+    default = _env("default", "drop")
     rng = random.Random(seed)
 
     frames = classifier_traffic(random.Random(seed ^ 0x7E4A), n, malformed)
@@ -185,8 +185,8 @@ async def random_traffic(dut):
 
     want_out = len(expected)
     harness = StreamHarness(dut, width)
-    await harness.run(beats, want_out, pattern(_env("SNIC_IDLE", "random"), rng),
-                      pattern(_env("SNIC_BACKPRESSURE", "random"), rng),
+    await harness.run(beats, want_out, pattern(_env("idle", "random"), rng),
+                      pattern(_env("backpressure", "random"), rng),
                       max_cycles=40 * len(beats) + 20_000, on_packet=on_packet)
     await ClockCycles(dut.clk, 8)
     regmap = design["registers"]
@@ -221,12 +221,12 @@ async def random_traffic(dut):
 
 @cocotb.test()
 async def saturation(dut):
-    """Back-to-back frames of ``SNIC_SIZE`` bytes, source never idle, sink always ready."""
+    """Back-to-back frames of ``size`` bytes, source never idle, sink always ready."""
     design, shape, bus = await _setup(dut)
     width, hbytes, port = shape.data_width, shape.header_bytes, design["port"]
-    size = _env("SNIC_SIZE", 64, int)
-    n = _env("SNIC_PACKETS", 300, int)
-    default = _env("SNIC_DEFAULT", "tenant")
+    size = _env("size", 64, int)
+    n = _env("packets", 300, int)
+    default = _env("default", "tenant")
     rng = random.Random(size)
     frames = exact_size_frames(rng, n, size, kinds=("ipv4_udp", "vxlan", "ipv6_tcp"),
                                flows=16)

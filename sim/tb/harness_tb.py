@@ -5,8 +5,6 @@ This is the measurement behind writing our own source/sink (the style guide asks
 library first and a fast path only where it is measured too slow).
 """
 
-import json
-import os
 import random
 import time
 
@@ -15,6 +13,7 @@ from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from supernic.sim.bfm import StreamHarness, frame_to_beats, pattern, start_and_reset
+from supernic.sim.tb.bench_env import env, write_result
 
 
 async def _cycle_counter(dut, box):
@@ -26,8 +25,8 @@ async def _cycle_counter(dut, box):
 @cocotb.test()
 async def harness_speed(dut):
     width = len(dut.s_axis__tdata)
-    n = int(os.environ.get("SNIC_PACKETS", "200"))
-    size = int(os.environ.get("SNIC_SIZE", "512"))
+    n = env("packets", 200, int)
+    size = env("size", 512, int)
     rng = random.Random(1)
     frames = [rng.randbytes(size) for _ in range(n)]
     await start_and_reset(dut)
@@ -65,6 +64,4 @@ async def harness_speed(dut):
         "stock_cycles_per_second": round(box[0] / stock_s),
     }
     result["speedup"] = round(result["lean_cycles_per_second"] / result["stock_cycles_per_second"], 2)
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(result, f)
+    write_result(result)

@@ -1,15 +1,14 @@
 """cocotb benches of the multi-tenant NIC: fair shares under saturation, scaling over
 instances, scale-out reaction, and added latency. Driven by :mod:`supernic.tools.bench_nic`.
 
-The scenario comes as JSON in ``SNIC_SCENARIO``; results go to ``SNIC_RESULT``. Traffic is a
+The scenario is one JSON object (:func:`~supernic.sim.tb.bench_env.scenario`); results go to
+``SNIC_RESULT``. Traffic is a
 pool of fixed-size frames per tenant, aimed at the tenant's chain (its test traffic, without
 malformed frames) and tagged with its key; each port always has a beat ready and picks the
 tenant on it that has offered the fewest beats, so every tenant offers the same bandwidth
 (half a port each when two share one) and is backlogged.
 """
 
-import json
-import os
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
@@ -25,7 +24,8 @@ from supernic.sim.bfm import frame_to_beats, start_and_reset
 from supernic.sim.chain_model import chain_traffic
 from supernic.sim.nic.nic_model import tag_frame
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.tb.bench_env import design as read_design, write_result as _write_result
+from supernic.sim.tb.bench_env import (design as read_design, scenario as bench_scenario,
+                                       write_result as _write_result)
 
 
 def _design():
@@ -246,7 +246,7 @@ async def shares(dut):
     """All tenants backlogged under one policy: per-tenant use of each resource over a window
     after a warm-up."""
     design, shape = _design()
-    scenario = json.loads(os.environ["SNIC_SCENARIO"])
+    scenario = bench_scenario()
     tenants = _tenants(scenario)
     await start_and_reset(dut)
     nic = Nic(dut, design, shape)
@@ -312,7 +312,7 @@ async def scaling(dut):
     count (with the entries in turn; with the auto-scaler's loop running, once it rebalanced;
     after the control plane's rebalance), then the scale-out reaction of the control loop."""
     design, shape = _design()
-    scenario = json.loads(os.environ["SNIC_SCENARIO"])
+    scenario = bench_scenario()
     tenants = _tenants(scenario)
     tenant = tenants[0]
     await start_and_reset(dut)
@@ -568,7 +568,7 @@ async def _scale_out_reaction(dut, nic, shape, tenant, scenario):
 async def latency(dut):
     """Cycles from a packet's first beat in to its first beat out through an idle NIC."""
     design, shape = _design()
-    scenario = json.loads(os.environ["SNIC_SCENARIO"])
+    scenario = bench_scenario()
     tenants = _tenants(scenario)
     await start_and_reset(dut)
     nic = Nic(dut, design, shape)

@@ -2,7 +2,9 @@
 
 The deployment follows the design: each region runs the personality it loads at reset, and
 every distinct chain among those is one tenant (a chain active in two regions gives its tenant
-two instances, dispatched by flow hash). Each tenant's traffic comes from its chain's test
+two instances, dispatched by flow hash). The driver's control plane deploys them (the same
+plans `snic deploy` runs, sw/driver/control.py), and it migrates, moves regions and switches
+contexts under traffic too. Each tenant's traffic comes from its chain's test
 traffic (:func:`~supernic.sim.chain_model.chain_traffic`), tagged with one of its keys; a share
 of frames carries a key nobody owns. Frames are spread over the ingress ports, which are all
 driven at once with random idle, so ingress is oversubscribed; the egress sees random
@@ -27,17 +29,15 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from supernic.driver.control import chain_writes
-from supernic.driver.discovery import check_supported, discover, read_register, write_register
-from supernic.driver.migration import configuration_registers, move_instance
+from supernic.driver.control import ControlPlane
+from supernic.driver.discovery import read_register
 from supernic.driver.state import RegionState
 from supernic.sim.model_migration import from_model, to_model
-from supernic.driver.timeshare import TimeShare
 from supernic.desc.chain import load_chain, split_chain
-from supernic.desc.nic.classifier import ClassifierConfig, classifier_block
+from supernic.desc.nic.classifier import ClassifierConfig
 from supernic.desc.nic.shape import NicShape
 from supernic.hw.nic.layout import nic_layout
-from supernic.desc.nic.scheduler import SchedulerConfig, scheduler_block
+from supernic.desc.nic.scheduler import POLICY_CODES
 from supernic.desc.meta import TAIL_FLAGS
 from supernic.sim.axil_bus import AxiLiteRegisterBus
 from supernic.sim.bfm import frame_to_beats, pattern, start_and_reset
@@ -45,7 +45,9 @@ from supernic.sim.chain_model import chain_traffic
 from supernic.sim.layout_codec import decode, diff as _diff
 from supernic.sim.nic.nic_model import Deployment, NicModel, tag_frame
 from supernic.sim.tb.nt_tb import BlockAccess
-from supernic.sim.tb.bench_env import env as _env, write_result as _write_result
+from supernic.sim.tb.bench_env import scenario as bench_scenario, write_result as _write_result
+from supernic.sim.tb.scenario import (DrainShared, Migrate, MoveRegion, NicScenario, Suspend,
+                                      Switch)
 
 MAX_REPORTED = 5
 UNOWNED_KEY = 3999
@@ -112,36 +114,22 @@ def traffic(deployment, n, seed, malformed, sizes, header_bytes, ports, rng):
     return [(rng.randrange(ports), f) for f in frames]
 
 
-async def deploy(bus, regmap, design, deployment, shape, policy, rng, shared=()):
-    """Program classifiers, scheduler and every active NT over AXI4-Lite (the NTs of the
-    ``shared`` tenants are configured by their time-share contexts instead)."""
-    classifier = ClassifierConfig.from_tenants(
+async def deploy(plane, deployment, policy, share_region=None):
+    """Deploy every tenant through the control plane (sw/driver/control.py), on the regions
+    the deployment gives it, with its keys; with ``share_region``, the last tenant
+    time-shares that region with the tenant running there. The scheduling policy is a
+    device-wide setting, written first. Returns the classifier configuration the model
+    classifies with (the one the control plane programs)."""
+    await plane.regs.write("scheduler", "policy", POLICY_CODES[policy])
+    for t in sorted(deployment.chains):
+        spec = dataclasses.replace(deployment.chains[t], keys=list(deployment.keys[t]))
+        if share_region is not None and t == max(deployment.chains):
+            await plane.deploy(spec, t, share=share_region)
+        else:
+            await plane.deploy(spec, t, regions=list(deployment.regions[t]),
+                               weight=deployment.weights.get(t, 1))
+    return ClassifierConfig.from_tenants(
         [(t, deployment.keys[t]) for t in sorted(deployment.chains)], default=None)
-    cfg = design["config"]
-    for p in range(shape.ports):
-        block = classifier_block(f"classifier{p}", shape, cfg["classifier_entries"])
-        for reg, value in classifier.register_writes(block):
-            await write_register(bus, regmap, f"classifier{p}", reg, value)
-    costs = {r: spec.cycles_per_beat(shape.data_width)
-             for t, spec in deployment.chains.items() for r in deployment.regions[t]}
-    sched = SchedulerConfig.for_deployment(shape, cfg["table_size"], deployment.regions,
-                                           policy=policy, weights=deployment.weights,
-                                           region_costs=costs)
-    for reg, value in sched.register_writes(scheduler_block("scheduler", shape,
-                                                            cfg["table_size"])):
-        await write_register(bus, regmap, "scheduler", reg, value)
-    for t, spec in deployment.chains.items():
-        if t in shared:
-            continue
-        for r in deployment.regions[t]:
-            for where, part in placements(deployment, t, r):
-                for block, reg, value in chain_writes(part, where):
-                    await write_register(bus, regmap, block, reg, value)
-    for a in deployment.links:
-        await write_register(bus, regmap, f"region{a}", "link", 1)
-        while not await read_register(bus, regmap, f"region{a}", "linked"):
-            pass
-    return classifier
 
 
 def time_share_variant(spec, key):
@@ -169,17 +157,16 @@ async def random_traffic(dut):
     cfg = design["config"]
     width, hbytes = cfg["data_width"], cfg["header_bytes"]
     shape = NicShape(width, hbytes, cfg["tenants"], cfg["ports"], len(cfg["regions"]))
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 2000, int)
+    scenario = NicScenario.from_json(bench_scenario())
+    seed, n = scenario.seed, scenario.packets
     rng = random.Random(seed)
     regmap = design["registers"]
-    spare = {int(r) for r in _env("SNIC_SPARE_REGIONS", "").split(",") if r}
-    deployment = deployment_from(design, spare)
+    deployment = deployment_from(design, set(scenario.spare_regions))
     # Time sharing: a second tenant (the next free id) of the region's chain, with its own
     # key and configuration, shares the region by context switches.
-    share_region = _env("SNIC_TIMESHARE", -1, int)
+    share_region = scenario.time_share
     shared = []
-    if share_region >= 0:
+    if share_region is not None:
         first = next(t for t, rs in deployment.regions.items() if rs == [share_region])
         second = len(deployment.chains)
         deployment.chains[second] = time_share_variant(deployment.chains[first], 3003)
@@ -189,66 +176,54 @@ async def random_traffic(dut):
 
     await start_and_reset(dut)
     bus = AxiLiteRegisterBus.from_prefix(dut, "s_axil", dut.clk, dut.rst)
-    check_supported(await discover(bus))
-    share = None
-    if shared:
-        await write_register(bus, regmap, "scheduler", "tenant_hold",
-                             sum(1 << t for t in shared))
-    classifier = await deploy(bus, regmap, design, deployment, shape,
-                              _env("SNIC_POLICY", "drf"), rng, shared)
-    if shared:
-        share = TimeShare(bus, design, share_region, wait=lambda: ClockCycles(dut.clk, 16))
-        for t in shared:
-            await share.add(t, chain_writes(deployment.chains[t], share_region))
+    # The driver's control plane deploys, migrates, moves regions and switches contexts, as
+    # `snic` does on a device (the wall-clock timeout is generous: the simulator is slow).
+    plane = ControlPlane(bus, design, wait=lambda: ClockCycles(dut.clk, 16), timeout=3600)
+    classifier = await deploy(plane, deployment, scenario.policy, share_region)
     from supernic.sim.parser_model import ParserModel
     model = NicModel(deployment, classifier, shape.ports, width, hbytes,
                      ParserModel.of(design["config"]))
     if shared:
         model.time_shared.add(share_region)
 
-    inputs = traffic(deployment, n, seed, _env("SNIC_MALFORMED", 0.1, float),
-                     _env("SNIC_SIZES", "light"), hbytes, shape.ports, rng)
+    inputs = traffic(deployment, n, seed, scenario.malformed, scenario.sizes, hbytes,
+                     shape.ports, rng)
     per_port = [[(i, f) for i, (p, f) in enumerate(inputs) if p == port]
                 for port in range(shape.ports)]
     run = NicRun(dut, shape, per_port, rng)
-    # Control-plane operations while traffic flows, one after another (they share the bus
-    # and the scheduler's table staging registers): a live migration a sixth of the way in, a
-    # region move a third of the way in, suspensions half way in (each waits for its point
-    # and for the one before). Regions each tenant may use over the run grow with them.
+    # The scenario's steps while traffic flows, one after another (they share the bus and the
+    # scheduler's table staging registers; each waits for its point and for the one before).
+    # Regions each tenant may use over the run grow with them.
     allowed = {t: set(rs) for t, rs in deployment.regions.items()}
-    steps = []
-    migrations = []
-    if _env("SNIC_MIGRATE", ""):
-        source, target = (int(r) for r in _env("SNIC_MIGRATE", "").split(":"))
-        tenant = next(t for t, rs in deployment.regions.items() if source in rs)
-        allowed[tenant].add(target)
-        migrations.append({"tenant": tenant, "source": source, "target": target,
-                           "spec": deployment.chains[tenant]})
-        steps.append(lambda: migrate(bus, design, deployment, shape, migrations[0], run,
-                                     len(inputs) // 6))
-    moves = []
-    if _env("SNIC_RECONFIGURE", 0, int):
-        move = reconfiguration(design, deployment)
-        if move is not None:
-            allowed[move["to_tenant"]].add(move["region"])
-            moves.append(move)
-            steps.append(lambda: reconfigure(bus, regmap, design, deployment, shape, move, run,
-                                             len(inputs) // 3, rng))
-    switches = []
-    if shared:
-        # Three switches, a sixth, two and three sixths of the way in (each takes about
-        # 12,000 cycles here: cocotb's AXI4-Lite moves two 606-word contexts), then as many
-        # as it takes to empty both tenants' queues once the input is in.
-        for k in range(3):
-            steps.append(lambda k=k: switch_context(share, shared[(k + 1) % 2], run,
-                                                    len(inputs) * (k + 1) // 6, switches))
-        steps.append(lambda: drain_shared(share, shared, run, bus, regmap, len(inputs),
-                                          switches))
-    yields = []
-    yield_regions = [int(r) for r in _env("SNIC_YIELD_REGIONS", "").split(",") if r]
-    if yield_regions:
-        steps.append(lambda: suspend_and_restore(bus, design, run, yield_regions,
-                                                 len(inputs) // 2, rng, yields))
+    steps, migrations, moves, switches, yields = [], [], [], [], []
+    yield_regions = []
+    for step in scenario.steps:
+        after = int(len(inputs) * step.at)
+        if isinstance(step, Migrate):
+            tenant = next(t for t, rs in deployment.regions.items() if step.source in rs)
+            allowed[tenant].add(step.target)
+            migration = {"tenant": tenant, "source": step.source, "target": step.target,
+                         "spec": deployment.chains[tenant]}
+            migrations.append(migration)
+            steps.append(lambda m=migration, a=after: migrate(plane, deployment, m, run, a))
+        elif isinstance(step, MoveRegion):
+            move = reconfiguration(design, deployment)
+            if move is not None:
+                allowed[move["to_tenant"]].add(move["region"])
+                moves.append(move)
+                steps.append(lambda m=move, a=after: reconfigure(plane, deployment, m, run, a))
+        elif isinstance(step, Switch):
+            # Each takes about 12,000 cycles here: cocotb's AXI4-Lite moves two 606-word
+            # contexts.
+            steps.append(lambda t=step.tenant, a=after: switch_context(
+                plane, share_region, t, run, a, switches))
+        elif isinstance(step, DrainShared):
+            steps.append(lambda: drain_shared(plane, share_region, shared, run, len(inputs),
+                                              switches))
+        elif isinstance(step, Suspend):
+            yield_regions += list(step.regions)
+            steps.append(lambda rs=list(step.regions), a=after: suspend_and_restore(
+                bus, design, run, rs, a, rng, yields))
 
     async def one_after_another():
         run.holding += 1        # the run must not end before the last step
@@ -411,7 +386,7 @@ async def random_traffic(dut):
     for key, nodes in sorted(model.instances().items(), key=lambda kv: len(kv[0])):
         r, chain = key[:2]
         if len(key) == 3:           # a time-shared instance: its context in, to be read
-            await share.switch(key[2])
+            await plane.switch(r, key[2])
         tenant = next(t for t, spec in deployment.chains.items() if spec.name == chain)
         # A split chain's nodes before the fork run in both regions of the pair: each copy
         # saw every packet, so each must read as the model.
@@ -498,65 +473,49 @@ async def suspend_and_restore(bus, design, run, regions, after, rng, report):
             "model_counters": differences or "equal"})
 
 
-async def switch_context(share, tenant, run, after, report):
-    """A context switch of the time-shared region (sw/driver/timeshare.py) to ``tenant``."""
+async def switch_context(plane, region, tenant, run, after, report):
+    """A context switch of the time-shared region (sw/driver/timeshare.py) to ``tenant``,
+    through the control plane."""
     while run.accepted < after:
         await RisingEdge(run.dut.clk)
     start = run.cycles
-    await share.switch(tenant)
+    await plane.switch(region, tenant)
     report.append({"to": tenant, "cycles": run.cycles - start,
                    "done_at_input": run.accepted})
 
 
-async def drain_shared(share, tenants, run, bus, regmap, total, report):
+async def drain_shared(plane, region, tenants, run, total, report):
     """Once every packet went in: switch between the sharing tenants until none has packets
     queued (a held tenant's queue waits for its turn)."""
     clk = run.dut.clk
     while run.accepted < total:
         await ClockCycles(clk, 64)
     for _ in range(16):
-        backlog = {t: await read_register(bus, regmap, "scheduler", f"t{t}_backlog_beats")
-                   for t in tenants}
+        backlog = {t: await plane.read("scheduler", f"t{t}_backlog_beats") for t in tenants}
         if not any(backlog.values()):
             return
-        if backlog[share.active]:
+        if backlog[plane.shares[region]["active"]]:
             await ClockCycles(clk, 256)
             continue
         tenant = next(t for t in tenants if backlog[t])
         start = run.cycles
-        await share.switch(tenant)
+        await plane.switch(region, tenant)
         report.append({"to": tenant, "cycles": run.cycles - start, "draining": True,
                        "done_at_input": total})
 
 
-async def migrate(bus, design, deployment, shape, migration, run, after):
-    """Move a tenant's chain instance to a spare region with traffic flowing, as the control
-    plane does (``ControlPlane.migrate``): copy the source's NT configuration and region cost
-    to the target, then :func:`~supernic.driver.migration.move_instance` re-points the flow
-    buckets and moves the state. Starts once ``after`` packets went in. (The run is held open
-    by the sequence of steps that calls this.)"""
-    clk, regmap, cfg = run.dut.clk, design["registers"], design["config"]
+async def migrate(plane, deployment, migration, run, after):
+    """Move a tenant's chain instance to a spare region with traffic flowing, through the
+    control plane (``ControlPlane.migrate``: the source's NT configuration and region cost
+    copied to the target, then :func:`~supernic.driver.migration.move_instance` re-points the
+    flow buckets and moves the state). Starts once ``after`` packets went in. (The run is held
+    open by the sequence of steps that calls this.)"""
     while run.accepted < after:
-        await RisingEdge(clk)
+        await RisingEdge(run.dut.clk)
     source, target, tenant = (migration[k] for k in ("source", "target", "tenant"))
-    chain = deployment.chains[tenant].name
-    # The chain's configuration (what the boundary state map leaves out, strobed into the
-    # NTs), then the source's read-write registers as they read now.
-    for block, reg, value in chain_writes(deployment.chains[tenant], target):
-        await write_register(bus, regmap, block, reg, value)
-    for block, reg in configuration_registers(design, source, chain):
-        await write_register(bus, regmap, block.replace(f"r{source}_", f"r{target}_", 1),
-                             reg, await read_register(bus, regmap, block, reg))
-    await write_register(bus, regmap, "scheduler", f"r{target}_cost",
-                         await read_register(bus, regmap, "scheduler", f"r{source}_cost"))
-
-    async def repoint():
-        deployment.regions[tenant] = [target if r == source else r
-                                      for r in deployment.regions[tenant]]
-        await _write_tables(bus, regmap, shape, cfg, deployment, tenant, clk)
     start = run.cycles
-    report = await move_instance(bus, design, source, target, repoint,
-                                 wait=lambda: ClockCycles(clk, 16))
+    report = await plane.migrate(tenant, source, target)
+    deployment.regions[tenant] = list(plane.deployed[tenant].regions)
     migration.update(words=report["words"], cycles=run.cycles - start,
                      done_at_input=run.accepted)
 
@@ -576,48 +535,22 @@ def reconfiguration(design, deployment):
     return None
 
 
-async def reconfigure(bus, regmap, design, deployment, shape, move, run, after, rng):
-    """Scale one tenant in and another out while traffic flows, as the control plane does:
-    re-point the first tenant's flow buckets away from the region and commit (the scheduler
-    holds that tenant until its packets in flight are out, so no flow reorders), load the
-    region's other personality (the region drains, then stays offline for its
-    reconfiguration time), configure the second tenant's NTs in it (the personality that
-    runs: ``ControlPlane``'s deploy order), then add the region to the second tenant's
-    buckets and commit."""
-    cfg = design["config"]
+async def reconfigure(plane, deployment, move, run, after):
+    """Scale one tenant in and another out while traffic flows, through the control plane:
+    ``scale_in`` re-points the first tenant's flow buckets away from the region and commits
+    (the scheduler holds that tenant until its packets in flight are out, so no flow
+    reorders); ``scale_out`` loads the region's other personality (the region drains, then
+    stays offline for its reconfiguration time, which the board sets: here 500 cycles),
+    configures the second tenant's NTs in it and adds it to that tenant's buckets."""
     while run.accepted < after:
         await RisingEdge(run.dut.clk)
     r, giver, taker = move["region"], move["from_tenant"], move["to_tenant"]
-    deployment.regions[giver] = [x for x in deployment.regions[giver] if x != r]
-    await _write_tables(bus, regmap, shape, cfg, deployment, giver, run.dut.clk)
-    spec = deployment.chains[taker]
-    await write_register(bus, regmap, f"region{r}", "reconfig_cycles", 500)
-    await write_register(bus, regmap, f"region{r}", "load_index", move["personality"])
-    await write_register(bus, regmap, f"region{r}", "load", 1)
-    while not (await read_register(bus, regmap, f"region{r}", "online")
-               and await read_register(bus, regmap, f"region{r}", "active")
-               == move["personality"]):
-        await ClockCycles(run.dut.clk, 16)
-    for node in spec.node_list():
-        for reg, value in node.config.register_writes(node.params):
-            await write_register(bus, regmap, f"r{r}_{spec.name}_{node.name}", reg, value)
-    deployment.regions[taker] = deployment.regions[taker] + [r]
-    await write_register(bus, regmap, "scheduler", f"r{r}_cost",
-                         round(spec.cycles_per_beat(shape.data_width) * 256))
-    await _write_tables(bus, regmap, shape, cfg, deployment, taker, run.dut.clk)
+    await plane.scale_in(giver, r)
+    deployment.regions[giver] = list(plane.deployed[giver].regions)
+    await plane.regs.write(f"region{r}", "reconfig_cycles", 500)
+    await plane.scale_out(taker, r)
+    deployment.regions[taker] = list(plane.deployed[taker].regions)
     move["done_at_input"] = run.accepted
-
-
-async def _write_tables(bus, regmap, shape, cfg, deployment, tenant, clk):
-    """Stage ``tenant``'s flow buckets over its regions and commit them."""
-    regions = deployment.regions[tenant]
-    for i in range(cfg["table_size"]):
-        for reg, value in (("table_tenant", tenant), ("table_index", i),
-                           ("table_region", regions[i % len(regions)]), ("table_write", 1)):
-            await write_register(bus, regmap, "scheduler", reg, value)
-    await write_register(bus, regmap, "scheduler", "table_commit", 1 << tenant)
-    while await read_register(bus, regmap, "scheduler", "commit_pending") >> tenant & 1:
-        await ClockCycles(clk, 8)
 
 
 def _flow_key(meta):

@@ -153,10 +153,10 @@ async def check_random_traffic(dut, during=None, slack=0):
     cfg, nt = design["config"], design["nt"]
     width, hbytes = cfg["data_width"], cfg["header_bytes"]
     task = task_class(nt["kind"])
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 2000, int)
-    malformed = _env("SNIC_MALFORMED", 0.1, float)
-    predropped = _env("SNIC_PREDROPPED", 0.02, float)
+    seed = _env("seed", 1, int)
+    n = _env("packets", 2000, int)
+    malformed = _env("malformed", 0.1, float)
+    predropped = _env("predropped", 0.02, float)
     rng = random.Random(seed)
 
     model = model_class(task)(nt["params"], width, hbytes)
@@ -182,8 +182,8 @@ async def check_random_traffic(dut, during=None, slack=0):
     if during is not None:
         side_task = cocotb.start_soon(during(random.Random(seed ^ 0x51DE), side,
                                              lambda: bool(done), configure, bus, regmap))
-    await harness.run(beats, len(frames), pattern(_env("SNIC_IDLE", "random"), rng),
-                      pattern(_env("SNIC_BACKPRESSURE", "random"), rng),
+    await harness.run(beats, len(frames), pattern(_env("idle", "random"), rng),
+                      pattern(_env("backpressure", "random"), rng),
                       max_cycles=40 * len(beats) + 20_000 + slack, on_packet=on_packet)
     if during is not None:
         done.append(True)
@@ -215,8 +215,8 @@ async def saturation(dut):
     design, bus, _ = await _setup(dut)
     cfg, nt = design["config"], design["nt"]
     width = cfg["data_width"]
-    size = _env("SNIC_SIZE", 64, int)
-    n = _env("SNIC_PACKETS", 500, int)
+    size = _env("size", 64, int)
+    n = _env("packets", 500, int)
     beats = await saturation_traffic(bus, design, size, n)
     out_beats = []
     harness = StreamHarness(dut, width)

@@ -13,8 +13,6 @@ and the register counters must agree.
 
 import collections
 import copy
-import json
-import os
 import random
 
 import cocotb
@@ -76,15 +74,15 @@ async def random_traffic(dut):
     design = _design()
     cfg = design["config"]
     width, hbytes = cfg["data_width"], cfg["header_bytes"]
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 2000, int)
-    sizes = _env("SNIC_SIZES", "mixed")
+    seed = _env("seed", 1, int)
+    n = _env("packets", 2000, int)
+    sizes = _env("sizes", "mixed")
     sizes = sizes if sizes == "mixed" else tuple(int(x) for x in sizes.split(","))
-    idle_kind = _env("SNIC_IDLE", "random")
-    bp_kind = _env("SNIC_BACKPRESSURE", "random")
-    malformed = _env("SNIC_MALFORMED", 0.1, float)
-    keep_errors = _env("SNIC_KEEP_ERRORS", 0.005, float)
-    flows = _env("SNIC_FLOWS", 0, int) or None
+    idle_kind = _env("idle", "random")
+    bp_kind = _env("backpressure", "random")
+    malformed = _env("malformed", 0.1, float)
+    keep_errors = _env("keep_errors", 0.005, float)
+    flows = _env("flows", 0, int) or None
     rng = random.Random(seed)
 
     packets = _traffic(n, seed, sizes, malformed, keep_errors, flows)
@@ -140,9 +138,7 @@ async def random_traffic(dut):
         "counters": hw_counts, "blocks": [b.name for b in blocks],
         "tenants": dict(tenants.most_common()),
     }
-    if "SNIC_RESULT" in os.environ:
-        with open(os.environ["SNIC_RESULT"], "w") as f:
-            json.dump(summary, f)
+    _write_result(summary)
     assert not reports, "\n".join(reports)
     assert stats["packets"] == len(packets)
     assert hw_counts == {"packets": len(packets), "bytes": stats["bytes"],
@@ -154,8 +150,8 @@ async def saturation(dut):
     """Back-to-back packets of one size, source never idle, sink always ready: beats/cycle."""
     design = _design()
     width = design["config"]["data_width"]
-    size = _env("SNIC_SIZE", 64, int)
-    n = _env("SNIC_PACKETS", 2000, int)
+    size = _env("size", 64, int)
+    n = _env("packets", 2000, int)
     rng = random.Random(size)
     frames = []
     while len(frames) < n:

@@ -372,9 +372,9 @@ async def random_traffic(dut):
     b = Bench(dut, design)
     sh = b.shape
     T, P, NR, S = sh.tenants, sh.ports, sh.regions, b.table_size
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 400, int)
-    policy = _env("SNIC_POLICY", "drf")
+    seed = _env("seed", 1, int)
+    n = _env("packets", 400, int)
+    policy = _env("policy", "drf")
     rng = random.Random(seed)
     await b.start()
 
@@ -412,7 +412,7 @@ async def random_traffic(dut):
 
     # Table epochs a tenant may be using: (commit start cycle, table).
     epochs = {t: [(0, tables[t])] for t in range(T)}
-    changes = _env("SNIC_TABLE_CHANGES", 4, int)
+    changes = _env("table_changes", 4, int)
 
     async def reconfigure():
         crng = random.Random(seed ^ 0x7AB1E)
@@ -436,7 +436,7 @@ async def random_traffic(dut):
 
     async def hold_some():
         hrng = random.Random(seed ^ 0x401D)
-        for _ in range(_env("SNIC_HOLDS", 4, int)):
+        for _ in range(_env("holds", 4, int)):
             await ClockCycles(dut.clk, hrng.randint(200, 1200))
             t = hrng.randrange(T - 1)
             await b.write("tenant_hold", 1 << t)
@@ -586,18 +586,18 @@ async def saturation(dut):
     b = Bench(dut, design)
     sh = b.shape
     T, P, NR, S = sh.tenants, sh.ports, sh.regions, b.table_size
-    policy = _env("SNIC_POLICY", "drf")
-    sizes = json.loads(_env("SNIC_SIZES", json.dumps([64] * T)))
-    weights = json.loads(_env("SNIC_WEIGHTS", json.dumps([1.0] * T)))
-    costs = json.loads(_env("SNIC_COSTS", json.dumps([1.0] * NR)))
-    warmup = _env("SNIC_WARMUP", 600, int)
-    window = _env("SNIC_CYCLES", 4000, int)
-    tenants = _env("SNIC_TENANTS", T, int)
-    rng = random.Random(_env("SNIC_SEED", 3, int))
+    policy = _env("policy", "drf")
+    sizes = json.loads(_env("sizes", json.dumps([64] * T)))
+    weights = json.loads(_env("weights", json.dumps([1.0] * T)))
+    costs = json.loads(_env("costs", json.dumps([1.0] * NR)))
+    warmup = _env("warmup", 600, int)
+    window = _env("cycles", 4000, int)
+    tenants = _env("tenants", T, int)
+    rng = random.Random(_env("seed", 3, int))
     await b.start()
     config = SchedulerConfig(
         tenants=T, regions=NR, table_size=S, policy=policy, weights=tuple(weights),
-        quantum=_env("SNIC_QUANTUM", 512, int), region_costs=tuple(costs),
+        quantum=_env("quantum", 512, int), region_costs=tuple(costs),
         tables=[[t % NR] * S for t in range(T)])
     await b.configure(config)
 
@@ -691,7 +691,7 @@ async def latency(dut):
     b = Bench(dut, design)
     sh = b.shape
     T, P, NR, S = sh.tenants, sh.ports, sh.regions, b.table_size
-    policy = _env("SNIC_POLICY", "drf")
+    policy = _env("policy", "drf")
     rng = random.Random(5)
     await b.start()
     config = SchedulerConfig(tenants=T, regions=NR, table_size=S, policy=policy)
@@ -741,9 +741,9 @@ async def lone_tenant(dut):
     b = Bench(dut, design)
     sh = b.shape
     T, P, NR, S = sh.tenants, sh.ports, sh.regions, b.table_size
-    policy = _env("SNIC_POLICY", "drf")
-    per_port = _env("SNIC_PACKETS", 16, int)
-    tenant = _env("SNIC_TENANT", 1, int)
+    policy = _env("policy", "drf")
+    per_port = _env("packets", 16, int)
+    tenant = _env("tenant", 1, int)
     rng = random.Random(7)
     await b.start()
     # The tenant's flows spread over every region, so no region's room is the limit.

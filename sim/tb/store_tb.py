@@ -250,16 +250,16 @@ async def random_traffic(dut):
     design, shape = _design()
     width, bb, hbeats = shape.data_width, shape.beat_bytes, shape.header_beats
     store_beats = design["store_beats"]
-    seed = _env("SNIC_SEED", 1, int)
-    n = _env("SNIC_PACKETS", 2000, int)
-    mismatch = _env("SNIC_MISMATCH", 0.02, float)
-    misroute = _env("SNIC_MISROUTE", 0.01, float)
-    max_bytes = _env("SNIC_MAX_BYTES", (store_beats + 2 * hbeats) * bb, int)
+    seed = _env("seed", 1, int)
+    n = _env("packets", 2000, int)
+    mismatch = _env("mismatch", 0.02, float)
+    misroute = _env("misroute", 0.01, float)
+    max_bytes = _env("max_bytes", (store_beats + 2 * hbeats) * bb, int)
     rng = random.Random(seed)
-    header_only = _env("SNIC_HEADER_ONLY", -1, int)
+    header_only = _env("header_only", -1, int)
     if header_only < 0:
         header_only = rng.randrange(1, 2 ** shape.regions - 1) if shape.regions > 1 else 1
-    stall = _env("SNIC_STALL", 48, int)
+    stall = _env("stall", 48, int)
     dut.header_only.value = header_only
     dut.stall_level.value = stall
     dut.freeze.value = 0
@@ -361,8 +361,8 @@ async def random_traffic(dut):
         return (len(harness.packet_accept_cycles) == n
                 and harness.cycles - quiet_since > QUIET_CYCLES)
 
-    await harness.run(beats, n + 1, pattern(_env("SNIC_IDLE", "random"), rng),
-                      pattern(_env("SNIC_BACKPRESSURE", "random"), rng),
+    await harness.run(beats, n + 1, pattern(_env("idle", "random"), rng),
+                      pattern(_env("backpressure", "random"), rng),
                       max_cycles=60 * len(beats) + 20_000, on_packet=on_packet, stop=done)
     for q in expected:
         while q:
@@ -395,9 +395,9 @@ async def saturation(dut):
     stalls."""
     design, shape = _design()
     width, bb = shape.data_width, shape.beat_bytes
-    size = _env("SNIC_SIZE", 64, int)
-    n = _env("SNIC_PACKETS", 300, int)
-    header_only = _env("SNIC_HEADER_ONLY", 0, int)
+    size = _env("size", 64, int)
+    n = _env("packets", 300, int)
+    header_only = _env("header_only", 0, int)
     dut.header_only.value = header_only
     dut.stall_level.value = 0
     dut.freeze.value = 0

@@ -2,9 +2,9 @@
 runs, measured on the yieldable shell (``task_simulator(kind, width, yieldable=True)``).
 
 ``yield_costs``: the ``saturation`` traffic of sim/tb/nt_tb.py (back-to-back frames of one
-size, source never idle, sink always ready) while the NT is stopped ``SNIC_STOPS`` times,
+size, source never idle, sink always ready) while the NT is stopped ``stops`` times,
 alternately at once and at the next packet boundary. Each stop gives the cycles from the
-request (``yld__stop`` raised) to ``stopped``; on the first ``SNIC_CAPTURES`` stops the whole
+request (``yld__stop`` raised) to ``stopped``; on the first ``captures`` stops the whole
 state is read through the state port (every address of the state map, one word a cycle) and
 written back, each timed in cycles. The NT then resumes; every packet must still come out.
 The figures go to ``SNIC_RESULT``: state words and bits, stop latencies per kind of stop,
@@ -56,11 +56,11 @@ async def yield_costs(dut):
     width = cfg["data_width"]
     smap = StateMap.from_json(design["state_map"])
     addrs = smap.addresses()
-    size = _env("SNIC_SIZE", 64, int)
-    n = _env("SNIC_PACKETS", 200, int)
-    stops = _env("SNIC_STOPS", 6, int)
-    captures = _env("SNIC_CAPTURES", 2, int)
-    rng = random.Random(_env("SNIC_SEED", 1, int))
+    size = _env("size", 64, int)
+    n = _env("packets", 200, int)
+    stops = _env("stops", 6, int)
+    captures = _env("captures", 2, int)
+    rng = random.Random(_env("seed", 1, int))
 
     port = StatePort(dut)        # drives every yld input to 0 before the reset
     await start_and_reset(dut)

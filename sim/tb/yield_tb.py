@@ -174,8 +174,8 @@ def golden_values(dut, smap):
 async def interrupted_traffic(dut):
     smap = StateMap.from_json(_design()["state_map"])
     addrs = smap.addresses()
-    interrupts = _env("SNIC_INTERRUPTS", 4, int)
-    golden_checks = _env("SNIC_GOLDEN_CHECKS", 2, int)
+    interrupts = _env("interrupts", 4, int)
+    golden_checks = _env("golden_checks", 2, int)
 
     async def interrupter(rng, report, finished, configure, bus, regmap):
         port = StatePort(dut, bus=bus, regmap=regmap)
@@ -232,11 +232,11 @@ async def boundary_soundness(dut):
     equal the model's, bit for bit: state that matters after a boundary but was left out of
     the map, or configuration that the registers do not restore, changes the output.
 
-    ``SNIC_DROP_LIVE``: the name of a live flip-flop to treat as left out (scrambled after the
+    ``drop_live``: the name of a live flip-flop to treat as left out (scrambled after the
     restore), to show the test bites."""
     smap = StateMap.from_json(_design()["state_map"])
-    interrupts = _env("SNIC_INTERRUPTS", 6, int)
-    drop = _env("SNIC_DROP_LIVE", "", str)
+    interrupts = _env("interrupts", 6, int)
+    drop = _env("drop_live", "", str)
     dead = [dict(d) for d in smap.dead]
     if drop:
         item = smap.find(drop)
@@ -308,8 +308,8 @@ async def _start(dut):
     cfg, nt = design["config"], design["nt"]
     smap = StateMap.from_json(design["state_map"])
     return (bus, nt, task_class(nt["kind"]), cfg["data_width"], cfg["header_bytes"],
-            design["registers"], smap, smap.addresses(), _env("SNIC_SEED", 1, int),
-            _env("SNIC_PACKETS", 300, int), StatePort(dut, bus=bus, regmap=design["registers"]),
+            design["registers"], smap, smap.addresses(), _env("seed", 1, int),
+            _env("packets", 300, int), StatePort(dut, bus=bus, regmap=design["registers"]),
             meta_layout(cfg["header_bytes"]))
 
 
@@ -404,7 +404,7 @@ async def model_round_trip(dut):
 @cocotb.test()
 async def time_shared(dut):
     bus, nt, task, width, hbytes, regmap, smap, addrs, seed, n, port, layout = await _start(dut)
-    switches = _env("SNIC_SWITCHES", 6, int)
+    switches = _env("switches", 6, int)
     rng = random.Random(seed)
 
     async def configure(writes):

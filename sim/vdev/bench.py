@@ -87,7 +87,7 @@ def cocotb_rate(spec_path, width, packets, size=64, progress=print):
         saturation_frames(spec, n, size)
         making = time.perf_counter() - t
         t = time.perf_counter()
-        result = run_bench(sim, "saturation", {"SNIC_SIZE": size, "SNIC_PACKETS": n},
+        result = run_bench(sim, "saturation", {"size": size, "packets": n},
                            module="supernic.sim.tb.chain_tb")
         runs.append((result["beats_in"] / result["in_beats_per_cycle"],
                      time.perf_counter() - t - making))
@@ -269,8 +269,8 @@ def nic_cocotb_rate(config, progress=print, windows=(2_000, 12_000)):
     runs = []
     for window in windows:
         t = time.perf_counter()
-        run_bench(sim, "shares", {"SNIC_SCENARIO": json.dumps({
+        run_bench(sim, "shares", {
             "tenants": tenants, "policy": "drf", "window": window, "warmup": 1000,
-            "calibrate": False})}, module=NIC_BENCH_MODULE)
+            "calibrate": False}, module=NIC_BENCH_MODULE)
         runs.append((window, time.perf_counter() - t))
     return _marginal(runs)

@@ -284,6 +284,14 @@ def _control(args, operation, after=None):
     return asyncio.run(session())
 
 
+def _region_list(text):
+    try:
+        return [int(r) for r in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"regions must be comma-separated region numbers, "
+                                         f"not {text!r}") from None
+
+
 def cmd_deploy(args):
     from ..desc.chain import load_chain
     # The file's own errors (a ChainError) come first: a user with a broken spec and no device
@@ -297,7 +305,7 @@ def cmd_deploy(args):
 
     record = _control(args, lambda plane: plane.deploy(
         args.spec, args.tenant, instances=args.instances, weight=args.weight,
-        share=args.share), after=grant)
+        share=args.share, regions=args.regions), after=grant)
     print(f"deployed {record.chain} as tenant {record.tenant} on regions "
           f"{', '.join(map(str, record.regions))}"
           + (f", split: its branches in linked region(s) "
@@ -337,6 +345,20 @@ def cmd_undeploy(args):
 
     _control(args, lambda plane: plane.undeploy(args.tenant), after=revoke)
     print(f"undeployed tenant {args.tenant}")
+    return 0
+
+
+def cmd_scale(args):
+    async def regrant(client, plane, record):
+        # The tenant's token covers its regions: a new one over the regions it has now.
+        await _grant(client, record)
+
+    out = args.command == "scale-out"
+    record = _control(args, lambda plane: (plane.scale_out if out else plane.scale_in)(
+        args.tenant, args.region), after=regrant)
+    print(f"tenant {args.tenant} ({record.chain}) {'given' if out else 'gave up'} region "
+          f"{args.region}: it runs on regions {', '.join(map(str, record.regions))}, its flow "
+          f"table dealt out over them")
     return 0
 
 
@@ -641,8 +663,19 @@ def main(argv=None):
     p.add_argument("--share", type=int, metavar="REGION",
                    help="time-share this region with the tenant(s) running the same chain "
                         "there (needs nic.yieldable; see snic switch)")
+    p.add_argument("--regions", type=_region_list, metavar="R,R,...",
+                   help="the free regions to run it in (instead of --instances)")
     _control_arguments(p)
     p.set_defaults(func=cmd_deploy)
+
+    for name, text in (("scale-out", "give a deployed tenant's chain one more instance in a "
+                                     "free region"),
+                       ("scale-in", "take one of a deployed tenant's instances away")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--tenant", type=int, required=True, help="tenant id")
+        p.add_argument("--region", type=int, required=True, help="the region")
+        _control_arguments(p)
+        p.set_defaults(func=cmd_scale)
 
     p = sub.add_parser("switch", help="load a tenant's context in a time-shared region")
     p.add_argument("--region", type=int, required=True, help="the time-shared region")

@@ -5,6 +5,7 @@
     await plane.migrate(0, source=1, target=3)      # live, with its state (nic.yieldable)
     sample, counters = await plane.sample(0, counters)   # for the auto-scaler (autoscale.py)
     await plane.apply_rebalance(decision)           # its Rebalance: the table committed
+    await plane.scale_out(0, region=4)              # its ScaleOut; scale_in gives one back
     await plane.undeploy(0)
 
 ``description`` is the design JSON (:func:`supernic.hw.generate.design_description`, which the
@@ -37,6 +38,12 @@ Invariant kept by :meth:`ControlPlane.undeploy` and by a deploy's rollback: a te
 deployed has its reset flow table (region ``t mod R``) and its reset weight, so a rollback can
 put the table back without reading it.
 
+Every operation is one plan of register steps run by one
+:class:`~supernic.driver.transaction.Transaction`, which journals the read-write registers
+and, when a step fails, undoes the steps that started backwards (see
+:mod:`~supernic.driver.transaction`); then one :class:`DeployFailed` is raised. Undeploy and a
+context switch recover forwards instead (run them again).
+
 Deploy order (packets never meet a half-written configuration): loading the personality where
 another one is active (``load_index``, the ``load`` strobe, then ``online`` and ``active`` are
 polled; the region's ``reconfig_cycles`` is left as the board set it); the NT configurations of the
@@ -44,12 +51,15 @@ chosen regions' personality blocks, written to the personality that runs (on a
 partial-reconfiguration board one that is not loaded is not there); the region costs
 (``r<r>_cost``, 8.8 fixed point of the chain's cycles per beat); the tenant's weight; its flow
 table over its regions, committed (``commit_pending`` polled); the classifier table, rewritten
-whole on every port with every tenant's keys; the enable bit last. Any failure (a bus error, a
-timeout) rolls back: the enable mask is restored, the previous classifier table written again, the
-tenant's table reset, and every read-write register written goes back to its previous value; then
-one :class:`DeployFailed` is raised. A personality loaded for the deploy stays loaded (the region
-is free, so nothing uses it; loading the old one back would cost another reconfiguration), and
-strobed NT table writes in that free region are not undone.
+whole on every port with every tenant's keys; the enable bit last. Undone backwards: the enable
+bit first, the previous classifier table written again, the tenant's table reset, and every
+read-write register written back to its previous value. A personality loaded for the deploy
+stays loaded (the region is free, so nothing uses it; loading the old one back would cost
+another reconfiguration), and strobed NT table writes in that free region are not undone.
+
+Scale out and in (:meth:`ControlPlane.scale_out`, :meth:`ControlPlane.scale_in`) and migration
+change a deployed tenant's regions the same way: a region is configured before the tenant's
+table takes it in, and a table moves flows away from a region before it is freed.
 """
 
 import contextlib
@@ -620,6 +630,13 @@ class ControlPlane:
         from .state import RegionState
         ts = self._time_share(region)
         before = self.shares.get(region)
+        if before is None and ts.active is not None:
+            # The tenant running there alone was configured by its deploy, not by a context:
+            # its configuration writes go into its context too, or a switch back to it would
+            # not restore what its state map leaves out (strobed tables, a rate limiter's
+            # buckets) and it would run on its sharer's.
+            ts.writes[ts.active] = [tuple(w) for w in chain_writes(
+                self._spec_of(self.deployed[ts.active]), region)]
 
         async def add():
             await ts.add(tenant, writes)

@@ -38,11 +38,7 @@ def drive_id(m, csr, build_id, data_width, header_bytes):
 
 def drive_id_and_parser(m, csr, config, parser):
     drive_id(m, csr, config.build_id, config.data_width, config.header_bytes)
-    m.d.comb += [
-        csr.field("parser", "packets").eq(parser.packets),
-        csr.field("parser", "bytes").eq(parser.bytes),
-        csr.field("parser", "malformed").eq(parser.errors),
-    ]
+    wiring.connect(m, csr.fields.parser, parser.csr)
 
 
 class ParserTop(wiring.Component):

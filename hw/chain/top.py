@@ -58,9 +58,5 @@ class ChainTop(wiring.Component):
         for name, task in graph.tasks.items():
             wiring.connect(m, getattr(csr.fields, name), task.csr)
         drive_id_and_parser(m, csr, cfg, parser)
-        m.d.comb += [
-            csr.field("chain", "delivered").eq(egress.delivered),
-            csr.field("chain", "dropped").eq(egress.dropped),
-            csr.field("chain", "dropped_bytes").eq(egress.dropped_bytes),
-        ]
+        wiring.connect(m, csr.fields.chain, egress.csr)
         return m

@@ -43,7 +43,7 @@ from ..csr.regfile import RegisterFile
 from ...desc.nic.classifier import (DefaultAction, KeyKind, check_entries, check_shape,
                                     classifier_block, entry_fields, is_int)
 from ...desc.registers import RegisterMap
-from ..nt.task import csr_signature
+from ..csr.block import csr_signature
 from ...desc.meta import TenantKind
 from ..parser.meta import layout_of, meta_layout
 from ..stream import PacketSignature

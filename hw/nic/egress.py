@@ -7,9 +7,11 @@ receiver first fills it before the regions feel backpressure.
 """
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..csr.block import csr_signature
+from ...desc.nic.blocks import egress_block
 from ...desc.nic.shape import NicShape
 
 from .layout import NicPacketSignature
@@ -22,11 +24,10 @@ class EgressStage(wiring.Component):
         self.shape = shape
         self.depth = depth
         sig = NicPacketSignature(shape)
-        counters = data.ArrayLayout(64, shape.tenants)
         super().__init__({
             "i": In(sig), "o": Out(sig),
-            "delivered": Out(counters), "delivered_bytes": Out(counters),
-            "dropped": Out(counters), "dropped_bytes": Out(counters),
+            # Its register block (desc egress_block): per tenant, delivered and dropped.
+            "csr": Out(csr_signature(egress_block(shape).registers)),
             "done_valid": Out(1), "done_tenant": Out(shape.tenant_bits),
         })
 
@@ -49,15 +50,18 @@ class EgressStage(wiring.Component):
         tenant = self.i.p.meta.tag.tenant
         took = self.i.valid & self.i.ready
         for t in range(shape.tenants):
+            def counter(name):
+                return getattr(self.csr, f"t{t}_{name}")
             with m.If(took & (tenant == t)):
                 with m.If(drop):
-                    m.d.sync += self.dropped_bytes[t].eq(self.dropped_bytes[t] + nbytes)
+                    m.d.sync += counter("dropped_bytes").eq(counter("dropped_bytes") + nbytes)
                     with m.If(self.i.p.last):
-                        m.d.sync += self.dropped[t].eq(self.dropped[t] + 1)
+                        m.d.sync += counter("dropped").eq(counter("dropped") + 1)
                 with m.Else():
-                    m.d.sync += self.delivered_bytes[t].eq(self.delivered_bytes[t] + nbytes)
+                    m.d.sync += counter("delivered_bytes").eq(
+                        counter("delivered_bytes") + nbytes)
                     with m.If(self.i.p.last):
-                        m.d.sync += self.delivered[t].eq(self.delivered[t] + 1)
+                        m.d.sync += counter("delivered").eq(counter("delivered") + 1)
         m.d.comb += [
             self.done_valid.eq(took & self.i.p.last),
             self.done_tenant.eq(tenant),

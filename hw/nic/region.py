@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..chain.graph import TaskGraph
 from ...desc.nic.region import personality_block_name, region_block
-from ..nt.task import csr_signature
+from ..csr.block import csr_signature
 from ..parser.meta import meta_layout
 from ..stream import PacketSignature
 from ..separate import separate

@@ -64,7 +64,7 @@ from ...desc.nic.scheduler import (IN_FLIGHT_BITS, LOAD_BITS, STAMP_BITS, bytes_
                                    deficit_bits, index_bits, is_pow2, scheduler_block,
                                    scheduler_registers)
 from ...desc.registers import RegisterMap
-from ..nt.task import csr_signature
+from ..csr.block import csr_signature
 from ...desc.meta import TAIL_FLAGS
 from ..top import drive_id
 from ...desc.blocks import CSR_ADDR_WIDTH, id_block

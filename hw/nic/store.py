@@ -76,8 +76,10 @@ from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from ..csr.block import csr_signature
 from ..parser.meta import meta_layout
 from ..stream import PacketSignature, packet_layout
+from ...desc.nic.blocks import store_block
 from ...desc.nic.shape import BEATS_BITS, NicShape
 from .layout import NicPacketSignature, tag_layout
 
@@ -157,18 +159,9 @@ class PacketStore(wiring.Component):
             "o": Out(NicPacketSignature(shape)),
             "region_free": Out(data.ArrayLayout(BEATS_BITS, regions)),
             "region_empty": Out(regions),
-            "region_cycles": Out(data.ArrayLayout(64, shape.tenants)),
-            "region_busy": Out(data.ArrayLayout(64, regions)),
             "region_in_flight": Out(data.ArrayLayout(range(in_flight + 1), regions)),
-            "store_used": Out(range(store_beats + 1)),
-            "store_peak": Out(range(store_beats + 1)),
-            "store_drops": Out(64),
-            "store_drop_bytes": Out(64),
-            "header_errors": Out(64),
-            "misrouted": Out(64),
-            "stall_drops": Out(64),
-            "stall_cuts": Out(64),
-            "region_stalled": Out(regions),
+            # Its register block (desc store_block): every counter, read by name.
+            "csr": Out(csr_signature(store_block(shape).registers)),
             "drop_valid": Out(1),
             "drop_tenant": Out(shape.tenant_bits),
         })
@@ -178,6 +171,7 @@ class PacketStore(wiring.Component):
         shape = self.shape
         w, bb, n_regions, hbeats = (shape.data_width, shape.beat_bytes, shape.regions,
                                     shape.header_beats)
+        csr = self.csr
         n_slots, slot_bits = self.store_beats, self.slot_bits
         hdr_layout = meta_layout(shape.header_bytes)
         beat_layout = data.StructLayout({"data": w, "keep": bb, "last": 1, "tail": 2})
@@ -228,9 +222,9 @@ class PacketStore(wiring.Component):
             free_count.eq(free_count - pop + push),
         ]
         used = Signal(range(n_slots + 1))
-        m.d.comb += [used.eq(n_slots - free_count), self.store_used.eq(used)]
-        with m.If(used > self.store_peak):
-            m.d.sync += self.store_peak.eq(used)
+        m.d.comb += [used.eq(n_slots - free_count), csr.used.eq(used)]
+        with m.If(used > csr.peak):
+            m.d.sync += csr.peak.eq(used)
 
         # --- Input side: dispatch, admission, payload writes -----------------------------
         tag = self.i.p.meta.tag
@@ -411,14 +405,14 @@ class PacketStore(wiring.Component):
         # leaves (cut short) and is counted as a stall cut.
         with m.If(take & drop & ~(~first & pkt_silent)):
             with m.If(~is_misrouted & ~is_stall):
-                m.d.sync += self.store_drop_bytes.eq(self.store_drop_bytes + keep_bytes)
+                m.d.sync += csr.drop_bytes.eq(csr.drop_bytes + keep_bytes)
             with m.If(self.i.p.last):
                 with m.If(is_misrouted):
-                    m.d.sync += self.misrouted.eq(self.misrouted + 1)
+                    m.d.sync += csr.misrouted.eq(csr.misrouted + 1)
                 with m.Elif(is_stall):
-                    m.d.sync += self.stall_drops.eq(self.stall_drops + 1)
+                    m.d.sync += csr.stall_drops.eq(csr.stall_drops + 1)
                 with m.Else():
-                    m.d.sync += self.store_drops.eq(self.store_drops + 1)
+                    m.d.sync += csr.drops.eq(csr.drops + 1)
                 m.d.sync += [self.drop_valid.eq(1), drop_tenant.eq(tag.tenant)]
             with m.Else():
                 m.d.sync += self.drop_valid.eq(0)
@@ -453,14 +447,17 @@ class PacketStore(wiring.Component):
                 self.region_free[r].eq(Mux(open_, self.region_fifo_beats - bq.level, 0)),
                 self.region_empty[r].eq(open_ & (bq.level == 0)),
                 self.region_in_flight[r].eq(sq.level),
+                getattr(csr, f"r{r}_in_flight").eq(sq.level),
             ]
-            m.d.sync += self.region_busy[r].eq(self.region_busy[r] + port.valid)
+            busy = getattr(csr, f"r{r}_busy")
+            m.d.sync += busy.eq(busy + port.valid)
         for t in range(shape.tenants):
             at_input = Cat(self.to_region[r].valid & (head_tenant[r] == t)
                            for r in range(n_regions))
             count = Signal(range(n_regions + 1), name=f"tenant_busy{t}")
             m.d.comb += count.eq(sum(at_input))
-            m.d.sync += self.region_cycles[t].eq(self.region_cycles[t] + count)
+            cycles = getattr(csr, f"t{t}_region_cycles")
+            m.d.sync += cycles.eq(cycles + count)
 
         # --- Output side: round-robin over regions, tag restore, payload reattach ---------
         cur = Signal(range(n_regions))   # the region being served (or the next candidate)
@@ -582,7 +579,7 @@ class PacketStore(wiring.Component):
                 with m.If(keep_full):
                     m.d.sync += in_payload.eq(1)
                 with m.Else():
-                    m.d.sync += [in_drain.eq(1), self.header_errors.eq(self.header_errors + 1)]
+                    m.d.sync += [in_drain.eq(1), csr.header_errors.eq(csr.header_errors + 1)]
         with m.If(cut_take):
             # A cut header-only packet's stored payload is freed unsent.
             m.d.sync += [cutting.eq(0), in_drain.eq(side.payload)]
@@ -622,7 +619,7 @@ class PacketStore(wiring.Component):
                                     - (issue & (cur == r)))
 
         # --- Stall watchdogs: a region may hold the shared input or output only a while ------
-        m.d.comb += self.region_stalled.eq(stalled)
+        m.d.comb += [getattr(csr, f"r{r}_stalled").eq(stalled[r]) for r in range(n_regions)]
         cut_counted = Signal(n_regions)   # the region's packet on ``o`` is already a stall cut
         for r in range(n_regions):
             with m.If(((header_take & sel.last) | cut_take) & discard_cur & (cur == r)):
@@ -709,6 +706,6 @@ class PacketStore(wiring.Component):
                 with m.If(cur == r):
                     m.d.sync += [skip_rest[r].eq(1), stalled[r].eq(1)]
         # A packet cut going in (discarded) or already counted is not counted again.
-        m.d.sync += self.stall_cuts.eq(self.stall_cuts + (in_fire & on_output)
+        m.d.sync += csr.stall_cuts.eq(csr.stall_cuts + (in_fire & on_output)
                                        + (out_fire & ~discard_cur & ~cut_counted_cur))
         return m

@@ -100,11 +100,7 @@ class MultiTenantNic(wiring.Component):
             wiring.connect(m, parser.o, classifier.i)
             wiring.connect(m, classifier.o, sched.i[p])
             wiring.connect(m, getattr(csr.fields, f"classifier{p}"), classifier.csr)
-            m.d.comb += [
-                csr.field(f"parser{p}", "packets").eq(parser.packets),
-                csr.field(f"parser{p}", "bytes").eq(parser.bytes),
-                csr.field(f"parser{p}", "malformed").eq(parser.errors),
-            ]
+            wiring.connect(m, getattr(csr.fields, f"parser{p}"), parser.csr)
 
         m.submodules.store = store = PacketStore(shape, cfg.store_beats, cfg.region_fifo_beats,
                                                   stall_cycles=cfg.stall_cycles)
@@ -154,28 +150,11 @@ class MultiTenantNic(wiring.Component):
             ]
         m.d.comb += [sched.region_online.eq(online), sched.header_only.eq(header_only),
                      store.header_only.eq(header_only)]
-        m.d.comb += [
-            csr.field("store", "drops").eq(store.store_drops),
-            csr.field("store", "drop_bytes").eq(store.store_drop_bytes),
-            csr.field("store", "stall_drops").eq(store.stall_drops),
-            csr.field("store", "stall_cuts").eq(store.stall_cuts),
-            csr.field("store", "used").eq(store.store_used),
-            csr.field("store", "peak").eq(store.store_peak),
-            csr.field("store", "header_errors").eq(store.header_errors),
-            csr.field("store", "misrouted").eq(store.misrouted),
-        ]
-        for t in range(shape.tenants):
-            m.d.comb += csr.field("store", f"t{t}_region_cycles").eq(store.region_cycles[t])
-        for r in range(shape.regions):
-            m.d.comb += [csr.field("store", f"r{r}_busy").eq(store.region_busy[r]),
-                         csr.field("store", f"r{r}_in_flight").eq(store.region_in_flight[r]),
-                         csr.field("store", f"r{r}_stalled").eq(store.region_stalled[r])]
+        wiring.connect(m, csr.fields.store, store.csr)
 
         m.submodules.egress = egress = EgressStage(shape)
         wiring.connect(m, store.o, egress.i)
-        for t in range(shape.tenants):
-            for name in ("delivered", "delivered_bytes", "dropped", "dropped_bytes"):
-                m.d.comb += csr.field("egress", f"t{t}_{name}").eq(getattr(egress, name)[t])
+        wiring.connect(m, csr.fields.egress, egress.csr)
         self._connect_done(m, sched, store, egress)
 
         m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.user_layout)

@@ -40,24 +40,15 @@ from amaranth.lib.wiring import In, Out
 
 from ...desc.nt.base import (STANDARD_REGISTERS, ConfigError, Param, Scope, TaskConfig,
                              TaskDescription, classes_by_kind)
-from ...desc.registers import R, W1P
+from ...desc.registers import W1P
 from ..parser.meta import meta_layout
+from ..csr.block import csr_signature
 from ..stream import PacketSignature, check_data_width
 
 __all__ = [
     "Scope", "Param", "TaskConfig", "NetworkTask", "STANDARD_REGISTERS", "csr_signature",
     "task_classes", "task_class", "ConfigError",
 ]
-
-
-def csr_signature(registers):
-    """The NT's view of its register block: ``R`` out, ``RW``/``W1P`` in, access strobes in."""
-    members = {}
-    for reg in registers:
-        members[reg.name] = Out(reg.width) if reg.access is R else In(reg.width, init=reg.reset)
-        if reg.strobe:
-            members[reg.strobe_name] = In(1)
-    return wiring.Signature(members)
 
 
 class NetworkTask(TaskDescription, wiring.Component):

@@ -16,7 +16,9 @@ from amaranth.hdl import Cat, C, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..csr.block import csr_signature
 from ..stream import PacketSignature, check_data_width
+from ...desc.blocks import parser_block
 from ...desc.headers import DEFAULT_EXT_HEADERS, FIRST_HEADER, header_index
 from ...desc.meta import RUNT_BYTES, TENANT_KEY_RULES, TOEPLITZ_KEY, ERROR_FLAGS
 from .meta import meta_layout
@@ -57,8 +59,9 @@ class HeaderParser(wiring.Component):
     -------
     i : In(PacketSignature(data_width))
     o : Out(PacketSignature(data_width, meta_layout(header_bytes)))
-    packets, bytes, errors : Out(64)
-        Counters of packets leaving the parser (``errors``: any error flag set).
+    csr : Out(csr_signature(parser_block().registers))
+        Counters of packets leaving the parser: ``packets``, ``bytes``, ``malformed`` (any
+        error flag set).
     """
 
     def __init__(self, data_width=512, header_bytes=256, walk_steps=11,
@@ -89,9 +92,8 @@ class HeaderParser(wiring.Component):
         super().__init__({
             "i": In(PacketSignature(data_width)),
             "o": Out(PacketSignature(data_width, self.meta_layout)),
-            "packets": Out(64),
-            "bytes": Out(64),
-            "errors": Out(64),
+            # Its register block (desc parser_block): the counters, read by name.
+            "csr": Out(csr_signature(parser_block().registers)),
         })
 
     def elaborate(self, platform):
@@ -222,9 +224,9 @@ class HeaderParser(wiring.Component):
                 error = Cat(*[getattr(self.o.p.meta.flags, f) for f in ERROR_FLAGS]).any()
                 m.d.sync += [
                     sent.eq(0), bad_keep.eq(0),
-                    self.packets.eq(self.packets + 1),
-                    self.bytes.eq(self.bytes + total),
-                    self.errors.eq(self.errors + error),
+                    self.csr.packets.eq(self.csr.packets + 1),
+                    self.csr.bytes.eq(self.csr.bytes + total),
+                    self.csr.malformed.eq(self.csr.malformed + error),
                 ]
             with m.Else():
                 m.d.sync += [sent.eq(total), bad_keep.eq(bad_keep | beat_bad)]

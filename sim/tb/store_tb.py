@@ -59,8 +59,11 @@ __all__ = ["StubRegion", "StoreTestTop", "stub_region_fn", "store_simulator"]
 
 MAX_REPORTED = 5
 QUIET_CYCLES = 300
-COUNTERS = ("store_drops", "store_drop_bytes", "header_errors", "misrouted", "stall_drops",
-            "stall_cuts", "store_used", "store_peak")
+#: The bench's port -> the store's register (its ``csr``, desc store_block).
+COUNTERS = {"store_drops": "drops", "store_drop_bytes": "drop_bytes",
+            "header_errors": "header_errors", "misrouted": "misrouted",
+            "stall_drops": "stall_drops", "stall_cuts": "stall_cuts", "store_used": "used",
+            "store_peak": "peak"}
 
 
 class StubRegion(wiring.Component):
@@ -164,12 +167,15 @@ class StoreTestTop(wiring.Component):
             m.d.comb += [stub.stall_level.eq(self.stall_level), stub.freeze.eq(self.freeze[r])]
         m.d.comb += [store.header_only.eq(self.header_only),
                      self.region_empty.eq(store.region_empty),
-                     self.region_stalled.eq(store.region_stalled)]
-        for name in COUNTERS:
-            m.d.comb += getattr(self, name).eq(getattr(store, name))
+                     self.region_stalled.eq(Cat(getattr(store.csr, f"r{r}_stalled")
+                                                for r in range(shape.regions)))]
+        for name, reg in COUNTERS.items():
+            m.d.comb += getattr(self, name).eq(getattr(store.csr, reg))
         m.d.comb += [
-            self.region_cycles.eq(Cat(store.region_cycles[t] for t in range(shape.tenants))),
-            self.region_busy.eq(Cat(store.region_busy[r] for r in range(shape.regions))),
+            self.region_cycles.eq(Cat(getattr(store.csr, f"t{t}_region_cycles")
+                                      for t in range(shape.tenants))),
+            self.region_busy.eq(Cat(getattr(store.csr, f"r{r}_busy")
+                                    for r in range(shape.regions))),
             self.region_in_flight.eq(Cat(Cat(store.region_in_flight[r], Const(0, 16))[:16]
                                          for r in range(shape.regions))),
             self.region_free.eq(Cat(Cat(store.region_free[r], Const(0, 16))[:16]

@@ -359,3 +359,59 @@ def test_builds_are_distinct_and_shared_with_the_transform_tests():
             assert build.yieldable and dict(build.params) == BUILD_PARAMS_64.get(build.kind, {})
         else:
             assert not build.yieldable
+
+
+def shared_state_problems(kind, params):
+    """What is wrong with the state ``kind`` declares it shares with its model
+    (``TaskDescription.shared_state``): an item that is not in the NT's full state map, or a
+    model counter that is not declared."""
+    from supernic.hw.nt.task import task_class
+    from supernic.hw.transform import state_map_of
+    from supernic.sim.nt.base import model_class
+
+    description = nt_base.task_description(kind)
+    declared = description.shared_state(description.check_params(params))
+    items = {i.name for i in state_map_of(task_class(kind)(64, 256, **params),
+                                          state="full").items}
+    problems = []
+
+    def present(item):
+        # A counter bank (hw/nt/counter_bank.py) is its memory and its deltas.
+        return item in items or f"{item}.mem" in items
+
+    for role, value in declared.items():
+        names = (value.values() if isinstance(value, dict)
+                 else value if isinstance(value, list) else [value])
+        for item in names:
+            if item is not None and not present(item):
+                problems.append(f"{kind}: {role!r} is {item!r}, which is not in its state map")
+    model = model_class(description)(description.check_params(params), 64, 256)
+    problems += [f"{kind}: model counter {name!r} is not declared"
+                 for name in model.stats if name not in declared]
+    return problems
+
+
+@pytest.mark.parametrize("kind", sorted(CONTRACTS))
+def test_the_state_shared_with_the_model_is_declared_and_present(kind):
+    """Every NT declares by name the state its model reads and writes in a capture; every
+    declared item is in the NT's state map (so a renamed signal fails here, not in a
+    migration), and every counter of the model is declared."""
+    build = next(b for b in CONTRACTS[kind].builds if b.yieldable)
+    assert shared_state_problems(kind, dict(build.params)) == []
+
+
+def test_a_misdeclared_state_is_found(monkeypatch):
+    """The check bites: a declared item the hardware does not have, and a model counter left
+    undeclared."""
+    description = nt_base.task_description("rate_limiter")
+    real = description.shared_state.__func__
+
+    def renamed(cls, params):
+        out = real(cls, params)
+        out["tokens"] = "tokens_memory"
+        del out["skipped"]
+        return out
+    monkeypatch.setattr(description, "shared_state", classmethod(renamed))
+    assert shared_state_problems("rate_limiter", {}) == [
+        "rate_limiter: 'tokens' is 'tokens_memory', which is not in its state map",
+        "rate_limiter: model counter 'skipped' is not declared"]

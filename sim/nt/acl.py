@@ -44,14 +44,11 @@ class AclModel(TaskModel):
         return AclConfig.random(rng, self.params, self._flows(frames[:50])), frames
 
     # --- state moved from and to the hardware (hw/transform) -----------------------------------
-    HW_COUNTERS = {"packets": "csr__packets", "dropped": "csr__dropped",
-                   "skipped": "csr__skipped"}
-
     def load_hw_tables(self, values):
-        self.hits = bank_counts(values, "hits", self.params["rules"])
+        self.hits = bank_counts(values, self.hw("hits"), self.params["rules"])
 
     def store_hw_tables(self, values):
-        store_bank_counts(values, "hits", self.hits)
+        store_bank_counts(values, self.hw("hits"), self.hits)
 
     async def verify_hardware(self, access):
         problems = []

@@ -11,6 +11,7 @@ import copy
 import importlib
 
 from ...desc.errors import SnicError
+from ...desc.nt.base import task_descriptions
 from ..traffic import build, random_packets, random_spec
 
 __all__ = ["TaskModel", "StateBridgeError", "SKIP_FLAGS", "skips", "exact_size_frames",
@@ -125,10 +126,26 @@ class TaskModel:
         return dict(self.stats)
 
     # --- moving state between the hardware and the model (hw/transform) -------------------------
-    #: Counter name (of :attr:`stats`) -> the state-map item of the transformed NT holding it;
-    #: ``None``: the hardware ties that counter's register to 0. ``None`` for the whole map:
-    #: this NT's state cannot move to the model yet.
-    HW_COUNTERS = None
+    @classmethod
+    def description(cls):
+        """The NT description (supernic.desc.nt) whose ``model`` names this class."""
+        name = f"{cls.__module__.rpartition('.')[2]}:{cls.__name__}"
+        found = [d for d in task_descriptions().values() if d.model == name]
+        if not found:
+            raise StateBridgeError(f"{cls.__name__}: no NT description names it as its model")
+        return found[0]
+
+    def hw(self, role):
+        """The state item(s) of the hardware holding ``role``, as the NT's description
+        declares them (``TaskDescription.shared_state``): a capture is read and written only
+        through these, never by a signal's spelling."""
+        if not hasattr(self, "_shared"):
+            self._shared = self.description().shared_state(self.params)
+        try:
+            return self._shared[role]
+        except KeyError:
+            raise StateBridgeError(f"{type(self).__name__}: the NT declares no shared state "
+                                   f"{role!r}") from None
 
     def load_hw_state(self, values):
         """Take over the state of this NT's hardware, stopped at a packet boundary (its
@@ -136,8 +153,8 @@ class TaskModel:
         (:meth:`~supernic.desc.statemap.StateMap.decode`). The model, configured as
         the hardware is, then goes on as the hardware would have: same outputs, counters and
         tables."""
-        self._require_bridge()
-        for name, item in self.HW_COUNTERS.items():
+        for name in self.stats:
+            item = self.hw(name)
             self.stats[name] = 0 if item is None else values[item]
         self.load_hw_tables(values)
 
@@ -145,8 +162,8 @@ class TaskModel:
         """The reverse of :meth:`load_hw_state`: write the model's counters and tables into
         ``values`` (a decode of the stopped hardware's capture, whose other items, the empty
         pipeline, stay as they are); :meth:`StateMap.encode` gives the words to restore."""
-        self._require_bridge()
-        for name, item in self.HW_COUNTERS.items():
+        for name in self.stats:
+            item = self.hw(name)
             if item is None:
                 if self.stats[name]:
                     raise StateBridgeError(
@@ -161,11 +178,6 @@ class TaskModel:
 
     def store_hw_tables(self, values):
         """Per NT: the reverse of :meth:`load_hw_tables`."""
-
-    def _require_bridge(self):
-        if self.HW_COUNTERS is None:
-            raise StateBridgeError(f"{type(self).__name__} has no mapping between the "
-                                   f"hardware's state map and the model's state yet")
 
 
 class StateBridgeError(SnicError, ValueError):

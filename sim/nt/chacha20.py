@@ -132,25 +132,22 @@ class ChaCha20Model(TaskModel):
         return {**self.stats, "next_seq": self.seq, "blocks": self.blocks}
 
     # --- moving state between the hardware and the model (hw/transform) -------------------------
-    HW_COUNTERS = {"packets": "packets", "dropped": "dropped", "skipped": "skipped"}
-
     def load_hw_tables(self, values):
         """The packet sequence number (the next nonce) and the blocks counter. At a packet
         boundary nothing is in flight: keystream is only requested for beats that entered,
         and every block requested was used by a beat that left, so no block is outstanding."""
-        busy = [name for name in ("outstanding", "delay.inner_level", "delay.r_rdy", "o__valid")
-                if values[name]]
-        if not values["in_first"]:
-            busy.append("in_first")
+        busy = [name for name in self.hw("in_flight") if values[name]]
+        if not values[self.hw("in_first")]:
+            busy.append(self.hw("in_first"))
         if busy:
             raise StateBridgeError(f"chacha20: a packet or keystream is in flight "
                                    f"({', '.join(busy)}): stop it at a packet boundary")
-        self.seq = values["seq"]
-        self.blocks = values["blocks"]
+        self.seq = values[self.hw("seq")]
+        self.blocks = values[self.hw("blocks")]
 
     def store_hw_tables(self, values):
-        values["seq"] = self.seq
-        values["blocks"] = self.blocks % 2 ** 64    # the hardware's register wraps
+        values[self.hw("seq")] = self.seq
+        values[self.hw("blocks")] = self.blocks % 2 ** 64    # the hardware's register wraps
 
     def test_case(self, rng, n, malformed):
         """Enabled, random key and prefix; every kind of packet (about half of them apply),

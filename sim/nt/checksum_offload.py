@@ -124,12 +124,6 @@ def scapy_round_trips(frame):
         return False
 
 
-def _csr_counters(extra):
-    """HW_COUNTERS of a checksum NT: every counter is its ``csr__<name>`` register, which
-    hw/nt/checksum.py increments in place (``csr.<name>.eq(csr.<name> + ...)``)."""
-    return {name: f"csr__{name}" for name in ("packets", "dropped", "skipped") + extra}
-
-
 class _ChecksumModel(TaskModel):
     # No state beyond the counters: each packet's checksums depend on that packet alone.
     extra_counters = ()
@@ -166,7 +160,6 @@ class ChecksumVerifyModel(_ChecksumModel):
     config_class = VerifyConfig
     extra_counters = ("ipv4_good", "ipv4_bad", "tcp_good", "tcp_bad", "udp_good", "udp_bad",
                       "udp_unchecked", "oversize")
-    HW_COUNTERS = _csr_counters(extra_counters)
 
     def apply(self, frame, meta):
         if not self.applies(frame, meta):
@@ -197,7 +190,6 @@ class ChecksumVerifyModel(_ChecksumModel):
 class ChecksumOffloadModel(_ChecksumModel):
     config_class = OffloadConfig
     extra_counters = ("ipv4_filled", "tcp_filled", "udp_filled", "oversize")
-    HW_COUNTERS = _csr_counters(extra_counters)  # csr__dropped exists here too (it stays 0)
 
     def apply(self, frame, meta):
         if not self.applies(frame, meta):

@@ -76,23 +76,21 @@ class FlowMonitorModel(TaskModel):
         return {**self.stats, "collisions": self.collisions}
 
     # --- moving state between the hardware and the model (hw/transform) -------------------------
-    HW_COUNTERS = {"packets": "csr__packets", "dropped": None, "skipped": "csr__skipped"}
-
     def load_hw_tables(self, values):
         """The table memory (one row a bucket), the sketch memories (one a row) and
         ``collisions``. At a packet boundary no event is in the E0/E1 pipeline: an event enters
         E0 with its packet's last beat into the output register, and the stop waits for that
         beat to leave, by when the event has been written (both stages are checked). The bypass registers only repeat a write already in the memories. A clear
         under way is completed here: its sweep ends with everything zero."""
-        busy = [name for name in ("e0_valid", "e1_valid") if values[name]]
+        busy = [name for name in self.hw("in_flight") if values[name]]
         if busy:
             raise StateBridgeError(f"flow_monitor: a flow event is in flight "
                                    f"({', '.join(busy)}): stop it at a packet boundary")
         self.clear()
-        if values["clearing"]:
+        if values[self.hw("clearing")]:
             return
-        self.collisions = values["csr__collisions"]
-        for bucket, row in enumerate(values["table"]):
+        self.collisions = values[self.hw("collisions")]
+        for bucket, row in enumerate(values[self.hw("table")]):
             entry = decode(_ENTRY, row)
             if entry["valid"]:
                 flow = entry["key"]
@@ -101,14 +99,14 @@ class FlowMonitorModel(TaskModel):
                 # The flows verify_hardware queries: the hardware keeps no list of the flows
                 # it saw, so those the table holds (their flow hash is the parser's, recomputed).
                 self.queries.add((query_hash(flow), flow["proto"]))
-        for r, row in enumerate(self.sketch):
-            row[:] = values[f"sketch{r}"]
+        for row, item in zip(self.sketch, self.hw("sketch")):
+            row[:] = values[item]
 
     def store_hw_tables(self, values):
         """The reverse; a clear the load completed is cancelled, and so are the bypass
         registers, which would stand for the memories' old contents."""
-        values["clearing"] = 0
-        values["csr__collisions"] = self.collisions
+        values[self.hw("clearing")] = 0
+        values[self.hw("collisions")] = self.collisions
         rows = []
         for bucket in range(self.params["entries"]):
             entry = self.table.get(bucket)
@@ -118,11 +116,11 @@ class FlowMonitorModel(TaskModel):
             key, packets, nbytes = entry
             rows.append(encode(_ENTRY, {"valid": 1, "packets": packets, "bytes": nbytes,
                                         "key": dict(zip(_KEY_FIELDS, key))}))
-        values["table"] = rows
-        values["bypass_valid"] = 0
-        for r, row in enumerate(self.sketch):
-            values[f"sketch{r}"] = list(row)
-            values[f"sk{r}_bypass_valid"] = 0
+        values[self.hw("table")] = rows
+        values[self.hw("table_bypass")] = 0
+        for row, item, bypass in zip(self.sketch, self.hw("sketch"), self.hw("sketch_bypass")):
+            values[item] = list(row)
+            values[bypass] = 0
 
     def test_case(self, rng, n, malformed):
         # 64 flow identities over every packet kind give a few hundred distinct 5-tuples:

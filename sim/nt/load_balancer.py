@@ -156,24 +156,22 @@ class LoadBalancerModel(TaskModel):
 
     # --- moving state between the hardware and the model ---------------------------------
 
-    # hw/nt/load_balancer.py ties ``dropped`` to 0: the LB never drops.
-    HW_COUNTERS = {"packets": "csr__packets", "dropped": None, "skipped": "csr__skipped"}
-
     def load_hw_tables(self, values):
         """Beyond the counters the LB keeps only configuration: the lookup ``table`` and the
         ``backends`` memories, which the model has from ``configure`` (as acl.py its rules);
         they are checked to be that configuration. At a packet boundary the pipeline is
         empty: no packet holds a backend it read before the stop."""
         # (A boundary map leaves both out: they are configuration, restored by its registers.)
-        for slot, (got, want) in enumerate(zip(values.get("table", self.table), self.table)):
+        for slot, (got, want) in enumerate(zip(values.get(self.hw("table"), self.table),
+                                               self.table)):
             if got != want:
                 raise StateBridgeError(
                     f"LB table slot {slot} holds backend {got} in the hardware but {want} in "
                     f"the model's configuration: configure the model as the hardware")
         for index, b in enumerate(self.config.backends):
-            if "backends" not in values:
+            if self.hw("backends") not in values:
                 break
-            got = values["backends"][index]
+            got = values[self.hw("backends")][index]
             if got != b.ip << 16 | b.port:
                 raise StateBridgeError(
                     f"LB backend {index} is {got:#014x} in the hardware but "

@@ -180,11 +180,6 @@ class NatModel(TaskModel):
 
     # --- moving state between the hardware and the model ---------------------------------
 
-    # hw/nt/nat.py never drives ``dropped`` (the NAT does not drop): its register reads 0.
-    HW_COUNTERS = {"packets": "csr__packets", "dropped": None, "skipped": "csr__skipped",
-                   "snat_hits": "csr__snat_hits", "dnat_hits": "csr__dnat_hits",
-                   "misses": "csr__misses"}
-
     def load_hw_tables(self, values):
         """The per-slot hit counters (the ``hits`` counter bank, SNAT's slots then DNAT's). They count
         in stage 1 and the packet counters at the output, but at a packet boundary the
@@ -193,22 +188,23 @@ class NatModel(TaskModel):
         rules); they are checked to be that configuration."""
         for t in NAT_TABLES:
             entries = getattr(self.config, t)
-            for k in range(self.params[f"{t}_entries"]):
-                if f"{t}{k}" not in values:     # configuration, left out of a boundary map
+            for k, item in enumerate(self.hw(t)):
+                if item not in values:          # configuration, left out of a boundary map
                     continue
-                slot = decode(_entry_layout(), values[f"{t}{k}"])
+                slot = decode(_entry_layout(), values[item])
                 entry = entries[k] if k < len(entries) else None
                 if _slot_entry(slot) != entry:
                     raise StateBridgeError(
                         f"NAT {t}[{k}] holds {_slot_entry(slot)} in the hardware but {entry} "
                         f"in the model's configuration: configure the model as the hardware")
         sizes = [self.params[f"{t}_entries"] for t in NAT_TABLES]
-        counts = bank_counts(values, "hits", sum(sizes))     # SNAT's slots first
+        counts = bank_counts(values, self.hw("hits"), sum(sizes))     # SNAT's slots first
         self.hits = {t: counts[sum(sizes[:n]):sum(sizes[:n + 1])]
                      for n, t in enumerate(NAT_TABLES)}
 
     def store_hw_tables(self, values):
-        store_bank_counts(values, "hits", [c for t in NAT_TABLES for c in self.hits[t]])
+        store_bank_counts(values, self.hw("hits"),
+                          [c for t in NAT_TABLES for c in self.hits[t]])
 
     async def verify_hardware(self, access):
         problems = []

@@ -175,9 +175,6 @@ class RateLimiterModel(TaskModel):
         return RateLimiterConfig(buckets, classes, 0), frames
 
     # --- state moved from and to the hardware (hw/transform) -----------------------------------
-    HW_COUNTERS = {"packets": "csr__packets", "dropped": "csr__dropped",
-                   "skipped": "csr__skipped"}
-
     def load_hw_tables(self, values):
         """A bucket is its tokens and the timestamp they are valid at, as in the hardware's
         memories; the per-bucket counts are 64-bit fields of one row, in :data:`_COUNTERS`
@@ -190,38 +187,39 @@ class RateLimiterModel(TaskModel):
         see."""
         # (Configuration state is in a boundary map only by its registers: the model has it
         # from ``configure``.)
-        if values.get("init_pending"):
+        hw = self.hw
+        if values.get(hw("init_pending")):
             raise StateBridgeError("a bucket configuration write is pending in the rate "
                                    "limiter: capture again once bucket_busy reads 0")
         for i in range(len(self.buckets)):
-            self.tokens[i] = values["tokens_mem"][i]
-            self.last[i] = values["last_mem"][i]
-            row = values["counters_mem"][i]
+            self.tokens[i] = values[hw("tokens")][i]
+            self.last[i] = values[hw("last")][i]
+            row = values[hw("counts")][i]
             self.counts[i] = {name: row >> (64 * k) & (2 ** 64 - 1)
                               for k, name in enumerate(_COUNTERS)}
-        self.now = values["now"] if values["now_valid"] else None
+        self.now = values[hw("now")] if values[hw("now_valid")] else None
         bb = RateLimiterDescription._bucket_bits(self.params)
         for k in range(1, 7):
-            if not values[f"s{k}_busy"]:
+            if not values[hw("busy")[k - 1]]:
                 continue
-            op = decode(_op_layout(bb), values[f"s{k}_op"])
+            op = decode(_op_layout(bb), values[hw("op")[k - 1]])
             b = op["bucket"]
             if op["kind"] == _Op.PACKET:
                 raise StateBridgeError(f"a packet operation is in stage {k} of the rate "
                                        f"limiter: stop it at a packet boundary")
             if op["kind"] == _Op.INIT:          # the new configuration is in config_mem
-                burst = (decode(_config_layout(), values["config_mem"][b])["burst"]
-                         if "config_mem" in values else self.buckets[b].burst)
+                burst = (decode(_config_layout(), values[hw("config")][b])["burst"]
+                         if hw("config") in values else self.buckets[b].burst)
                 self.tokens[b] = burst << RATE_FRACTION_BITS
                 self.last[b] = op["ts"]
                 self.counts[b] = dict.fromkeys(_COUNTERS, 0)
             elif op["kind"] == _Op.SCRUB and 3 <= k <= 5:
                 if k == 5:
-                    refill, burst = values["s5_refill"], values["s5_burst"]
+                    refill, burst = values[hw("refill")], values[hw("burst")]
                 else:
-                    config = decode(_config_layout(), values[f"s{k}_config"])
-                    product = (config["rate"] * values["s3_elapsed"] if k == 3
-                               else values["s4_product"])
+                    config = decode(_config_layout(), values[hw("stage_config")[k]])
+                    product = (config["rate"] * values[hw("elapsed")] if k == 3
+                               else values[hw("product")])
                     refill = min(product, 2 ** TOKEN_BITS)
                     burst = config["burst"] << RATE_FRACTION_BITS
                 self.tokens[b] = min(burst, self.tokens[b] + refill)
@@ -232,16 +230,16 @@ class RateLimiterModel(TaskModel):
         the load applied) are cancelled (their busy bits cleared), so none writes a bucket
         after the restore."""
         for i in range(len(self.buckets)):
-            values["tokens_mem"][i] = self.tokens[i]
+            values[self.hw("tokens")][i] = self.tokens[i]
             if self.last[i] is not None:        # else full: any time refills it to the burst
-                values["last_mem"][i] = self.last[i]
-            values["counters_mem"][i] = sum(self.counts[i][name] << (64 * k)
-                                            for k, name in enumerate(_COUNTERS))
-        values["now_valid"] = int(self.now is not None)
+                values[self.hw("last")][i] = self.last[i]
+            values[self.hw("counts")][i] = sum(self.counts[i][name] << (64 * k)
+                                               for k, name in enumerate(_COUNTERS))
+        values[self.hw("now_valid")] = int(self.now is not None)
         if self.now is not None:
-            values["now"] = self.now
-        for k in range(1, 7):
-            values[f"s{k}_busy"] = 0
+            values[self.hw("now")] = self.now
+        for item in self.hw("busy"):
+            values[item] = 0
 
     # --- state read-back ------------------------------------------------------------------------
 

@@ -50,9 +50,6 @@ def light_mix(rng, n, malformed, **kw):
 
 
 class VlanPushModel(TaskModel):
-    #: hw/transform state items of the counters (the hardware never drops).
-    HW_COUNTERS = {"packets": "packets", "dropped": None, "skipped": "skipped"}
-
     config_class = VlanPushConfig
 
     def apply(self, frame, meta):
@@ -78,9 +75,6 @@ class VlanPushModel(TaskModel):
 
 
 class VlanPopModel(TaskModel):
-    #: hw/transform state items of the counters (the hardware never drops).
-    HW_COUNTERS = {"packets": "packets", "dropped": None, "skipped": "skipped"}
-
     config_class = VlanPopConfig
 
     def apply(self, frame, meta):

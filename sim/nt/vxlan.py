@@ -50,8 +50,6 @@ def add_inner_tags(frame, meta, tags, rng):
 
 
 class VxlanEncapModel(TaskModel):
-    HW_COUNTERS = {"packets": "packets", "dropped": None, "skipped": "skipped"}
-
     config_class = VxlanEncapConfig
 
     def __init__(self, params, data_width=512, header_bytes=256):
@@ -61,10 +59,10 @@ class VxlanEncapModel(TaskModel):
     # hw/nt/vxlan.py's `ident` register advances as a packet's first beat is decided, so at a
     # packet-boundary stop it is the identification the next encapsulated packet gets.
     def load_hw_tables(self, values):
-        self.ident = values["ident"]
+        self.ident = values[self.hw("ident")]
 
     def store_hw_tables(self, values):
-        values["ident"] = self.ident
+        values[self.hw("ident")] = self.ident
 
     def apply(self, frame, meta):
         if (meta["vxlan"] or meta["flags"]["keep_error"]
@@ -100,8 +98,6 @@ class VxlanEncapModel(TaskModel):
 
 class VxlanDecapModel(TaskModel):
     # No state beyond the counters.
-    HW_COUNTERS = {"packets": "packets", "dropped": None, "skipped": "skipped",
-                   "vni_mismatch": "vni_mismatch"}
 
     config_class = VxlanDecapConfig
 

@@ -249,6 +249,11 @@ class AclFirewallDescription(TaskDescription):
     model = "acl:AclModel"
 
     @classmethod
+    def shared_state(cls, params):
+        # ``hits``: the per-rule counter bank (hw/nt/counter_bank.py, sim/counter_bank.py).
+        return {**super().shared_state(params), "hits": "hits"}
+
+    @classmethod
     def task_registers(cls, params):
         regs = [Register("default_drop", 1, RW, doc="Default action: 0 allow, 1 drop")]
         for name in ("src", "src_mask", "dst", "dst_mask"):

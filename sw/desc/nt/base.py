@@ -39,7 +39,7 @@ from ..config import ConfigError
 from ..registers import R, Register, RegisterBlock
 
 __all__ = [
-    "Scope", "Param", "TaskConfig", "TaskDescription", "STANDARD_REGISTERS",
+    "Scope", "Param", "TaskConfig", "TaskDescription", "STANDARD_REGISTERS", "csr_item",
     "task_descriptions", "task_description", "block_type_name", "classes_by_kind", "ConfigError",
 ]
 
@@ -111,6 +111,12 @@ class TaskConfig:
         raise NotImplementedError
 
 
+def csr_item(register):
+    """The state item of an NT register's port: the ``csr`` port's member as Amaranth flattens
+    it (``csr__<register>``), where an NT increments a counter in place."""
+    return f"csr__{register}"
+
+
 class TaskDescription:
     """An NT as the control plane and the models know it; see the module's docstring."""
     kind = None
@@ -153,6 +159,18 @@ class TaskDescription:
         """Cycles the NT needs per beat at saturation (1.0: line rate), the region-time cost the
         scheduler charges a packet for (SuperNIC §5: NT cycles are a shared resource)."""
         return 1.0
+
+    @classmethod
+    def shared_state(cls, params):
+        """The state this NT shares with its Python model (sim/nt), by name: role -> the item
+        of the NT's state map (hw/transform) that holds it, ``None`` where the hardware keeps
+        nothing for it (its register is tied to 0), or a list of items (one per row, stage
+        or slot). The model reads and writes a capture only through these roles
+        (``TaskModel.hw``), and tests/test_nt_contract.py checks every item is in the NT's
+        full state map, so a renamed signal fails there, not in a model. A counter's role is
+        its name in the model's ``stats``. Default: the standard counters, each kept in its
+        register."""
+        return {name: csr_item(name) for name in ("packets", "dropped", "skipped")}
 
     @classmethod
     def register_block(cls, name, params):

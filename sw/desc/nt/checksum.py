@@ -38,7 +38,7 @@ The gateware, its timing and its sums are :mod:`supernic.hw.nt.checksum`.
 from dataclasses import dataclass
 
 from ..registers import R, RW, Register
-from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription
+from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, csr_item
 
 __all__ = [
     "ChecksumVerifyDescription", "ChecksumOffloadDescription", "VerifyConfig", "OffloadConfig",
@@ -114,6 +114,14 @@ class _ChecksumDescription(TaskDescription):
     verifies = None
     params = (Param("max_frame_bytes", 9216, choices=FRAME_CHOICES,
                     doc="Longest frame stored whole; longer ones pass unchanged (oversize)"),)
+
+    @classmethod
+    def shared_state(cls, params):
+        # Every counter is its register, incremented in place; nothing else crosses packets
+        # (each packet's checksums depend on that packet alone).
+        return {**super().shared_state(params),
+                **{r.name: csr_item(r.name) for r in cls.task_registers(params)
+                   if r.access is R}}
 
 
 class ChecksumVerifyDescription(_ChecksumDescription):

@@ -49,7 +49,7 @@ import random
 from dataclasses import dataclass
 
 from ..registers import R, RW, W1P, Register
-from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription
+from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, csr_item
 
 __all__ = ["FlowMonitorDescription", "FlowMonitorConfig", "sketch_matrix", "sketch_column",
            "sketch_input", "CONTROL_ENABLE", "CONTROL_SKETCH_BYTES", "SKETCH_INPUT_BITS"]
@@ -134,6 +134,15 @@ class FlowMonitorDescription(TaskDescription):
     )
     config = FlowMonitorConfig
     model = "flow_monitor:FlowMonitorModel"
+
+    @classmethod
+    def shared_state(cls, params):
+        rows = range(params["sketch_rows"])
+        return {"packets": csr_item("packets"), "dropped": None, "skipped": csr_item("skipped"),
+                "collisions": csr_item("collisions"), "table": "table", "clearing": "clearing",
+                "in_flight": ["e0_valid", "e1_valid"], "table_bypass": "bypass_valid",
+                "sketch": [f"sketch{r}" for r in rows],
+                "sketch_bypass": [f"sk{r}_bypass_valid" for r in rows]}
 
     @classmethod
     def task_registers(cls, params):

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from ..maglev import build_table, is_prime
 from ..registers import R, RW, W1P, Register
-from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription
+from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, csr_item
 
 __all__ = ["L4LoadBalancerDescription", "LoadBalancerConfig", "Backend", "CONTROL_ENABLE",
            "CONTROL_MATCH_PORT", "CONTROL_MATCH_PROTO", "TABLE_SLOT_SHIFT"]
@@ -206,6 +206,12 @@ class L4LoadBalancerDescription(TaskDescription):
     )
     config = LoadBalancerConfig
     model = "load_balancer:LoadBalancerModel"
+
+    @classmethod
+    def shared_state(cls, params):
+        # Never drops; its lookup table and backends are configuration (full maps only).
+        return {"packets": csr_item("packets"), "dropped": None, "skipped": csr_item("skipped"),
+                "table": "table", "backends": "backends"}
 
     @classmethod
     def check_params(cls, raw):

@@ -63,7 +63,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from ..registers import R, RW, W1P, Register
-from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription
+from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, csr_item
 
 __all__ = ["NatTranslatorDescription", "NatConfig", "NatEntry", "NAT_TABLES", "ENTRY_FLAGS",
            "PROTO_TCP", "PROTO_UDP"]
@@ -243,6 +243,15 @@ class NatTranslatorDescription(TaskDescription):
     )
     config = NatConfig
     model = "nat:NatModel"
+
+    @classmethod
+    def shared_state(cls, params):
+        # Never drops; per-slot hit counters in one bank (SNAT's slots, then DNAT's); the
+        # slots are configuration (full maps only).
+        return {"packets": csr_item("packets"), "dropped": None, "skipped": csr_item("skipped"),
+                **{name: csr_item(name) for name in ("snat_hits", "dnat_hits", "misses")},
+                "hits": "hits",
+                **{t: [f"{t}{k}" for k in range(params[f"{t}_entries"])] for t in NAT_TABLES}}
 
     @classmethod
     def task_registers(cls, params):

@@ -281,6 +281,21 @@ class RateLimiterDescription(TaskDescription):
     model = "rate_limiter:RateLimiterModel"
 
     @classmethod
+    def shared_state(cls, params):
+        # The buckets' memories; the time base; a configuration write pending; the metering
+        # pipeline's stages 1 to 6 (``busy``, ``op``), and what stages 3 to 5 hold of a scrub
+        # (full maps only: a boundary capture finds them idle).
+        stages = range(1, 7)
+        return {**super().shared_state(params),
+                "tokens": "tokens_mem", "last": "last_mem", "counts": "counters_mem",
+                "config": "config_mem", "now": "now", "now_valid": "now_valid",
+                "init_pending": "init_pending",
+                "busy": [f"s{k}_busy" for k in stages], "op": [f"s{k}_op" for k in stages],
+                "stage_config": {k: f"s{k}_config" for k in (3, 4)},
+                "elapsed": "s3_elapsed", "product": "s4_product", "refill": "s5_refill",
+                "burst": "s5_burst"}
+
+    @classmethod
     def check_params(cls, raw):
         params = super().check_params(raw)
         # Every bucket must be scrubbed before its elapsed time (modulo 2**32) can wrap; the

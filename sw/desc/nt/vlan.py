@@ -194,6 +194,11 @@ class VlanPushDescription(_VlanTaskDescription):
     model = "vlan:VlanPushModel"
 
     @classmethod
+    def shared_state(cls, params):
+        # Counters in signals of their own; the hardware never drops.
+        return {"packets": "packets", "dropped": None, "skipped": "skipped"}
+
+    @classmethod
     def task_registers(cls, params):
         return [
             Register("tpid", 16, RW, reset=0x8100, doc="Tag protocol ID: 0x8100 or 0x88a8"),
@@ -209,3 +214,8 @@ class VlanPopDescription(_VlanTaskDescription):
     type_id = block_type_name("VPOP")
     config = VlanPopConfig
     model = "vlan:VlanPopModel"
+
+    @classmethod
+    def shared_state(cls, params):
+        # Counters in signals of their own; the hardware never drops.
+        return {"packets": "packets", "dropped": None, "skipped": "skipped"}

@@ -128,6 +128,11 @@ class VxlanEncapDescription(TaskDescription):
     model = "vxlan:VxlanEncapModel"
 
     @classmethod
+    def shared_state(cls, params):
+        # Counters in signals of their own (never drops); the RFC 791 identification counter.
+        return {"packets": "packets", "dropped": None, "skipped": "skipped", "ident": "ident"}
+
+    @classmethod
     def task_registers(cls, params):
         return [
             Register("dst_mac", 48, RW, doc="Outer destination MAC (the remote VTEP or gateway)"),
@@ -148,6 +153,12 @@ class VxlanDecapDescription(TaskDescription):
     type_id = block_type_name("VXDE")
     config = VxlanDecapConfig
     model = "vxlan:VxlanDecapModel"
+
+    @classmethod
+    def shared_state(cls, params):
+        # Counters in signals of their own (never drops).
+        return {"packets": "packets", "dropped": None, "skipped": "skipped",
+                "vni_mismatch": "vni_mismatch"}
 
     @classmethod
     def task_registers(cls, params):

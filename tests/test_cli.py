@@ -77,6 +77,13 @@ def test_cli_config_error_exit_code(tmp_path, capsys):
     assert "data_width" in capsys.readouterr().err
     assert main(["build", "--config", str(tmp_path / "missing.toml"), "--out", str(tmp_path)]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # A directory or a binary file: one line each, no traceback.
+    binary = tmp_path / "c.bin"
+    binary.write_bytes(b"\xff\xfe\x00")
+    for bad, message in ((tmp_path, "cannot be read"), (binary, "not a text file")):
+        assert main(["build", "--config", str(bad), "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
 
 
 def test_bench_lists_and_rejects(capsys):

@@ -38,12 +38,11 @@ rewrites it (it would see ciphertext), an NT that rewrites the payload must not 
 seals it with checksums (they would go stale), and ``mode = "header"`` refuses packet-scope NTs.
 """
 
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .config import ConfigError
 from .names import check_identifier
+from .toml_file import read_toml
 from .nt.base import Scope, task_description, task_descriptions
 
 __all__ = ["NodeSpec", "Parallel", "ChainSpec", "load_chain", "parse_chain", "split_chain",
@@ -142,18 +141,7 @@ def load_chain(path):
         if part not in PARTS:
             raise ChainError(f"{path}: unknown chain part {part!r} (known: {', '.join(PARTS)})")
         return split_chain(load_chain(path))[PARTS.index(part)]
-    path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ChainError(f"chain specification {path} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ChainError(f"{path}: not valid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise ChainError(f"{path}: not a text file (TOML is UTF-8)") from None
-    except OSError as e:        # a directory, no permission, ...
-        raise ChainError(f"{path}: cannot be read: {e.strerror or e}") from None
-    return parse_chain(raw, str(path))
+    return parse_chain(read_toml(path, ChainError, "chain specification"), str(path))
 
 
 def parse_chain(raw, source="<chain>"):

@@ -46,11 +46,11 @@ Without it the top level is the parser alone (:mod:`supernic.hw.top`).
 
 import hashlib
 import json
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import SnicError
+from .toml_file import read_toml
 
 # The stream widths the gateware is built for (hw/stream.py): powers of two, a byte to 1024 bits.
 _WIDTHS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -263,12 +263,7 @@ _RENAMED = {"specs": "chains"}
 
 def load_config(path):
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"configuration file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    raw = read_toml(path, ConfigError, "configuration file")
     values = {}
     for section, content in raw.items():
         if section not in _KNOWN:

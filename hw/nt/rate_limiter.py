@@ -34,17 +34,17 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory, MemoryData
 
 from ...desc.meta import L3Kind
-from ...desc.nt.rate_limiter import (_COUNTERS, BURST_BITS, MIN_PACKET_BYTES, RATE_BITS,
+from ...desc.nt.rate_limiter import (BUCKET_COUNTERS, BURST_BITS, MIN_PACKET_BYTES, RATE_BITS,
                                      RATE_FRACTION_BITS, TOKEN_BITS, Action, ClassKind,
                                      RateLimiterDescription)
 from ..stream import check_data_width
 from .checksum_update import checksum_update
 from .task import NetworkTask
 
-__all__ = ["RateLimiter"]
+__all__ = ["RateLimiter", "BucketOp", "bucket_config_layout", "bucket_op_layout"]
 
 
-class _Op(enum.IntEnum):
+class BucketOp(enum.IntEnum):
     """Bucket operations in the pipeline."""
     NONE = 0
     PACKET = 1
@@ -56,15 +56,15 @@ def _class_layout(bucket_bits):
     return data.StructLayout({"kind": 2, "key": 24, "bucket": bucket_bits})
 
 
-def _config_layout():
+def bucket_config_layout():
     return data.StructLayout({"rate": RATE_BITS, "burst": BURST_BITS, "action": 1})
 
 
-def _counters_layout():
-    return data.StructLayout({name: 64 for name in _COUNTERS})
+def bucket_counters_layout():
+    return data.StructLayout({name: 64 for name in BUCKET_COUNTERS})
 
 
-def _op_layout(bucket_bits):
+def bucket_op_layout(bucket_bits):
     return data.StructLayout({"kind": 2, "bucket": bucket_bits, "ts": 32, "length": 17})
 
 
@@ -78,16 +78,16 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
                              f"not {data_width!r}")
         super().__init__(data_width, header_bytes, **params)
         n = self.p["buckets"]
-        self.bucket_config = MemoryData(shape=_config_layout(), depth=n, init=[])
+        self.bucket_config = MemoryData(shape=bucket_config_layout(), depth=n, init=[])
         self.bucket_last = MemoryData(shape=32, depth=n, init=[])
         self.bucket_tokens = MemoryData(shape=TOKEN_BITS, depth=n, init=[])
-        self.bucket_counters = MemoryData(shape=_counters_layout(), depth=n, init=[])
+        self.bucket_counters = MemoryData(shape=bucket_counters_layout(), depth=n, init=[])
 
     def elaborate(self, platform):
         m = Module()
         csr = self.csr
         nc = self.p["classes"]
-        bb = self._bucket_bits(self.p)
+        bb = self.bucket_bits_of(self.p)
         bpb = self.data_width // 8
         shift = bpb.bit_length() - 1
         frac = RATE_FRACTION_BITS
@@ -103,7 +103,7 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         beat = [None] + [Signal.like(self.i.p, name=f"s{k}_beat") for k in range(1, stages + 1)]
         first = [None] + [Signal(name=f"s{k}_first") for k in range(1, stages + 1)]
         unmetered = [None] + [Signal(name=f"s{k}_unmetered") for k in range(1, stages + 1)]
-        op = [None] + [Signal(_op_layout(bb), name=f"s{k}_op") for k in range(1, 7)]
+        op = [None] + [Signal(bucket_op_layout(bb), name=f"s{k}_op") for k in range(1, 7)]
         # busy[k]: an operation is in stage k (its op, and the registers stage k computes for
         # it, mean something only then).
         busy = [None] + [Signal(name=f"s{k}_busy") for k in range(1, 7)]
@@ -160,7 +160,7 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         # Bucket writes wait in staging registers for their slot.
         init_pending = Signal()
         init_bucket = Signal(bb)
-        init_config = Signal(_config_layout())
+        init_config = Signal(bucket_config_layout())
         now = Signal(32)            # the latest ts of any metered packet
         now_valid = Signal()
         # Timestamps may arrive out of order: a NIC with several ingress ports interleaves
@@ -189,18 +189,18 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         m.d.comb += packet_op.eq(self.i.valid & self.i.ready & in_first & metered)
         config_wp = config_mem.write_port()
         m.d.comb += [config_wp.addr.eq(init_bucket), config_wp.data.eq(init_config)]
-        op0 = Signal(_op_layout(bb))
+        op0 = Signal(bucket_op_layout(bb))
         with m.If(init_pending):
             # The configuration is written now; operations behind this one read it, those
             # ahead have read theirs already. The INIT refills the bucket, clears its counters.
-            m.d.comb += [op0.kind.eq(_Op.INIT), op0.bucket.eq(init_bucket), op0.ts.eq(now),
+            m.d.comb += [op0.kind.eq(BucketOp.INIT), op0.bucket.eq(init_bucket), op0.ts.eq(now),
                          config_wp.en.eq(en)]
         with m.Elif(packet_op):
-            m.d.comb += [op0.kind.eq(_Op.PACKET), op0.bucket.eq(Mux(matched, class_bucket,
+            m.d.comb += [op0.kind.eq(BucketOp.PACKET), op0.bucket.eq(Mux(matched, class_bucket,
                                                                     csr.unmatched_bucket)),
                          op0.ts.eq(t_eff), op0.length.eq(length)]
         with m.Elif(scrub_ripe):
-            m.d.comb += [op0.kind.eq(_Op.SCRUB), op0.bucket.eq(scrub_next), op0.ts.eq(now)]
+            m.d.comb += [op0.kind.eq(BucketOp.SCRUB), op0.bucket.eq(scrub_next), op0.ts.eq(now)]
         with m.If(en):
             m.d.sync += [
                 valid[1].eq(self.i.valid & self.i.ready), beat[1].eq(self.i.p),
@@ -232,14 +232,14 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         # Elapsed cycles modulo 2**32: right across the timestamp's wrap.
         elapsed = Signal(32)
         m.d.comb += elapsed.eq(op[2].ts - last_rp.data)
-        s3_config = Signal(_config_layout())
+        s3_config = Signal(bucket_config_layout())
         s3_elapsed = Signal(32)
         with m.If(en):
             m.d.sync += [s3_config.eq(config_rp.data), s3_elapsed.eq(elapsed)]
 
         # --- stages 3-4: rate * elapsed, registered on both sides (a DSP multiplier) ----------
         s4_product = Signal(RATE_BITS + 32)
-        s4_config = Signal(_config_layout())
+        s4_config = Signal(bucket_config_layout())
         with m.If(en):
             m.d.sync += [s4_product.eq(s3_config.rate * s3_elapsed), s4_config.eq(s3_config)]
         # Any refill of 2**40 or more fills every bucket: clamp, so the loop adders stay short.
@@ -287,7 +287,7 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
                          new_tokens.eq(Mux(conform, sum_less_length, tokens + s5_refill))]
         m.d.comb += [
             tokens_wp.addr.eq(op[5].bucket),
-            tokens_wp.data.eq(Mux(op[5].kind == _Op.INIT, s5_burst, new_tokens)),
+            tokens_wp.data.eq(Mux(op[5].kind == BucketOp.INIT, s5_burst, new_tokens)),
             tokens_wp.en.eq(en & busy[5]),
         ]
         s6_conform = Signal()
@@ -300,9 +300,9 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         counters_rp = counters_mem.read_port(transparent_for=(counters_wp,))
         m.d.comb += [counters_rp.addr.eq(op[5].bucket), counters_rp.en.eq(en)]
         old_counts = counters_rp.data
-        new_counts = Signal(_counters_layout())
+        new_counts = Signal(bucket_counters_layout())
         m.d.comb += new_counts.eq(old_counts)
-        with m.If(op[6].kind == _Op.INIT):
+        with m.If(op[6].kind == BucketOp.INIT):
             m.d.comb += new_counts.eq(0)
         with m.Elif(s6_conform):
             m.d.comb += [new_counts.conformed_packets.eq(old_counts.conformed_packets + 1),
@@ -314,7 +314,7 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         m.d.comb += [
             counters_wp.addr.eq(op[6].bucket), counters_wp.data.eq(new_counts),
             counters_wp.en.eq(en & busy[6]
-                              & ((op[6].kind == _Op.PACKET) | (op[6].kind == _Op.INIT))),
+                              & ((op[6].kind == BucketOp.PACKET) | (op[6].kind == BucketOp.INIT))),
         ]
 
         # Per-bucket registers, through read ports of their own.
@@ -323,7 +323,7 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         csr_last = last_mem.read_port()
         for port in (csr_counters, csr_tokens, csr_last):
             m.d.comb += port.addr.eq(csr.bucket_index)
-        for name in _COUNTERS:
+        for name in BUCKET_COUNTERS:
             m.d.comb += getattr(csr, name).eq(getattr(csr_counters.data, name))
         m.d.comb += [csr.tokens.eq(csr_tokens.data), csr.last_ts.eq(csr_last.data)]
 
@@ -332,7 +332,7 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
         verdict_drop = Signal()
         verdict_mark = Signal()
         exceed = Signal()
-        m.d.comb += exceed.eq(busy[6] & (op[6].kind == _Op.PACKET) & ~s6_conform)
+        m.d.comb += exceed.eq(busy[6] & (op[6].kind == BucketOp.PACKET) & ~s6_conform)
         held_drop = Signal()
         held_mark = Signal()
         m.d.comb += [

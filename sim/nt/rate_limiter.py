@@ -10,9 +10,9 @@ here by design: the refill composes exactly (see the hardware module docstring),
 
 from ...desc.meta import L3Kind
 from ...desc.nt.rate_limiter import (
-    _COUNTERS, RATE_FRACTION_BITS, TOKEN_BITS, Action, Bucket, ClassKind, RateLimiterConfig,
+    BUCKET_COUNTERS, RATE_FRACTION_BITS, TOKEN_BITS, Action, Bucket, ClassKind, RateLimiterConfig,
     RateLimiterDescription, TrafficClass, packet_bytes)
-from ...hw.nt.rate_limiter import _config_layout, _Op, _op_layout
+from ...hw.nt.rate_limiter import bucket_config_layout, BucketOp, bucket_op_layout
 from ..layout_codec import decode
 from ..parser_model import ParserModel
 from ..traffic import random_packets
@@ -177,7 +177,7 @@ class RateLimiterModel(TaskModel):
     # --- state moved from and to the hardware (hw/transform) -----------------------------------
     def load_hw_tables(self, values):
         """A bucket is its tokens and the timestamp they are valid at, as in the hardware's
-        memories; the per-bucket counts are 64-bit fields of one row, in :data:`_COUNTERS`
+        memories; the per-bucket counts are 64-bit fields of one row, in :data:`BUCKET_COUNTERS`
         order. An operation is in stage ``k`` while ``s{k}_busy`` is 1. At a boundary stop
         none is (the busy bits are the guards the stop waits for, and the stage registers are
         not in the boundary map); an immediate stop may find a scrub (or a configuration's
@@ -196,28 +196,28 @@ class RateLimiterModel(TaskModel):
             self.last[i] = values[hw("last")][i]
             row = values[hw("counts")][i]
             self.counts[i] = {name: row >> (64 * k) & (2 ** 64 - 1)
-                              for k, name in enumerate(_COUNTERS)}
+                              for k, name in enumerate(BUCKET_COUNTERS)}
         self.now = values[hw("now")] if values[hw("now_valid")] else None
-        bb = RateLimiterDescription._bucket_bits(self.params)
+        bb = RateLimiterDescription.bucket_bits_of(self.params)
         for k in range(1, 7):
             if not values[hw("busy")[k - 1]]:
                 continue
-            op = decode(_op_layout(bb), values[hw("op")[k - 1]])
+            op = decode(bucket_op_layout(bb), values[hw("op")[k - 1]])
             b = op["bucket"]
-            if op["kind"] == _Op.PACKET:
+            if op["kind"] == BucketOp.PACKET:
                 raise StateBridgeError(f"a packet operation is in stage {k} of the rate "
                                        f"limiter: stop it at a packet boundary")
-            if op["kind"] == _Op.INIT:          # the new configuration is in config_mem
-                burst = (decode(_config_layout(), values[hw("config")][b])["burst"]
+            if op["kind"] == BucketOp.INIT:          # the new configuration is in config_mem
+                burst = (decode(bucket_config_layout(), values[hw("config")][b])["burst"]
                          if hw("config") in values else self.buckets[b].burst)
                 self.tokens[b] = burst << RATE_FRACTION_BITS
                 self.last[b] = op["ts"]
-                self.counts[b] = dict.fromkeys(_COUNTERS, 0)
-            elif op["kind"] == _Op.SCRUB and 3 <= k <= 5:
+                self.counts[b] = dict.fromkeys(BUCKET_COUNTERS, 0)
+            elif op["kind"] == BucketOp.SCRUB and 3 <= k <= 5:
                 if k == 5:
                     refill, burst = values[hw("refill")], values[hw("burst")]
                 else:
-                    config = decode(_config_layout(), values[hw("stage_config")[k]])
+                    config = decode(bucket_config_layout(), values[hw("stage_config")[k]])
                     product = (config["rate"] * values[hw("elapsed")] if k == 3
                                else values[hw("product")])
                     refill = min(product, 2 ** TOKEN_BITS)
@@ -234,7 +234,7 @@ class RateLimiterModel(TaskModel):
             if self.last[i] is not None:        # else full: any time refills it to the burst
                 values[self.hw("last")][i] = self.last[i]
             values[self.hw("counts")][i] = sum(self.counts[i][name] << (64 * k)
-                                               for k, name in enumerate(_COUNTERS))
+                                               for k, name in enumerate(BUCKET_COUNTERS))
         values[self.hw("now_valid")] = int(self.now is not None)
         if self.now is not None:
             values[self.hw("now")] = self.now

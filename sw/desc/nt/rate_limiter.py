@@ -60,7 +60,7 @@ from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, block_
 __all__ = [
     "RateLimiterDescription", "RateLimiterConfig", "Bucket", "TrafficClass", "ClassKind",
     "Action", "RATE_FRACTION_BITS", "RATE_BITS", "BURST_BITS", "TOKEN_BITS", "MIN_PACKET_BYTES",
-    "SCRUB_INTERVAL", "packet_bytes",
+    "SCRUB_INTERVAL", "BUCKET_COUNTERS", "packet_bytes",
 ]
 
 RATE_FRACTION_BITS = 16
@@ -69,7 +69,7 @@ BURST_BITS = 24                                 # up to 16 MiB
 TOKEN_BITS = BURST_BITS + RATE_FRACTION_BITS    # tokens in the rate's fixed point
 MIN_PACKET_BYTES = RUNT_BYTES                   # IEEE 802.3 minimum frame less the FCS
 SCRUB_INTERVAL = 2 ** 16
-_COUNTERS = ("conformed_packets", "conformed_bytes", "exceeded_packets", "exceeded_bytes")
+BUCKET_COUNTERS = ("conformed_packets", "conformed_bytes", "exceeded_packets", "exceeded_bytes")
 
 
 class ClassKind(enum.IntEnum):
@@ -308,12 +308,12 @@ class RateLimiterDescription(TaskDescription):
         return params
 
     @staticmethod
-    def _bucket_bits(params):
+    def bucket_bits_of(params):
         return (params["buckets"] - 1).bit_length()
 
     @classmethod
     def task_registers(cls, params):
-        bb = cls._bucket_bits(params)
+        bb = cls.bucket_bits_of(params)
         cb = max(1, (params["classes"] - 1).bit_length())
         return [
             Register("bucket_index", bb, RW,

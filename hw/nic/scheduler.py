@@ -20,9 +20,10 @@ Decision pipeline (one decision a cycle):
    never stale: a tenant dispatched (or whose table was swapped) on the previous cycle
    competes with the head that is now first.
 2. *Pick* (combinational): enable, hold and commit state are checked against this cycle's
-   values, then the policy of :mod:`.policy` picks (DRF on this cycle's tags, which already
-   hold the previous dispatch's cost). A dispatch pops the descriptor and reads the packet's
-   metadata.
+   values, then :class:`~.policy.PolicyPick`, a component with its own contract and state,
+   picks by the policy in force (DRF on this cycle's tags, which already hold the previous
+   dispatch's cost; tests/test_policy_pick.py checks it against the model alone). A dispatch
+   pops the descriptor and reads the packet's metadata.
 3. *Transfer*: a two-entry queue of dispatched packets feeds a reader that issues one memory
    read a cycle into a two-entry output buffer, so the next packet's first beat follows the
    current packet's last beat without a gap; ``o`` carries the packet with ``tag.beats`` and
@@ -51,7 +52,7 @@ done); the tenant is not dispatched while the commit is pending.
 """
 
 
-from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -59,7 +60,7 @@ from amaranth.lib.wiring import In, Out
 from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
-from ...desc.drf import dominant_cost, tag_increment as drf_tag_increment
+from ...desc.drf import dominant_cost
 from ...desc.nic.scheduler import (IN_FLIGHT_BITS, LOAD_BITS, STAMP_BITS, bytes_bits,
                                    deficit_bits, index_bits, is_pow2, scheduler_block,
                                    scheduler_registers)
@@ -70,8 +71,8 @@ from ..top import drive_id
 from ...desc.blocks import CSR_ADDR_WIDTH, id_block
 from ...desc.nic.shape import BEATS_BITS, NicShape
 from .layout import NicPacketSignature, nic_layout
-from .policy import round_robin_pick, tag_before, tournament
-from ...desc.nic.scheduler import POLICIES, POLICY_CODES, TAG_BITS
+from .policy import PolicyPick, round_robin_pick, tournament
+from ...desc.nic.scheduler import POLICIES, POLICY_CODES, QUANTUM_BITS
 
 __all__ = ["TenantScheduler", "SchedulerShell", "shell_register_map", "trace_layout"]
 
@@ -433,125 +434,26 @@ class TenantScheduler(wiring.Component):
         decide = Signal()
         m.d.comb += decide.eq(rec_count < 2)
 
-        pick_valid = Signal()
-        pick = Signal(range(max(T, 2)))
-
-        tags = [Signal(TAG_BITS, name=f"tag_t{t}") for t in range(T)]
-        vtime = Signal(TAG_BITS)
-        tag_pending = Signal()
-        tag_tenant = Signal(range(max(T, 2)))
-        tag_dom = Signal(32)
-        inv_weights = [getattr(csr, f"t{t}_inv_weight") for t in range(T)]
-        tag_increment = Signal(TAG_BITS)
-        m.d.comb += tag_increment.eq(drf_tag_increment(tag_dom, Array(inv_weights)[tag_tenant]))
-        was_backlogged = Signal(T)
-        m.d.sync += was_backlogged.eq(backlogged)
-        rise = Signal(T)
-        fall = Signal(T)
-        m.d.comb += [rise.eq(backlogged & ~was_backlogged), fall.eq(~backlogged & was_backlogged)]
-        tag_now = [Signal(TAG_BITS, name=f"tag_now_t{t}") for t in range(T)]
+        # The policy in force picks among the eligible tenants (hw/nic/policy.py, PolicyPick).
+        m.submodules.pick = pol = PolicyPick(T, self.policies, bbits, STAMP_BITS + pbits,
+                                             deficit_bits(sh, Q), QUANTUM_BITS)
+        m.d.comb += [
+            pol.policy.eq(policy), pol.eligible.eq(eligible), pol.decide.eq(decide),
+            pol.backlogged.eq(backlogged),
+            pol.contenders.eq(Cat(cand[t].head for t in range(T)) & dispatchable & ~pending),
+        ]
         for t in range(T):
-            grown = Signal(TAG_BITS, name=f"tag_grown_t{t}")
-            m.d.comb += grown.eq(Mux(tag_pending & (tag_tenant == t), tags[t] + tag_increment,
-                                     tags[t]))
-            behind = tag_before(m, grown, vtime, f"tag_behind_t{t}")
-            # A tenant that starts a backlog starts at the virtual time: no credit for idling.
-            m.d.comb += tag_now[t].eq(Mux(rise[t] & behind, vtime, grown))
-        rr_ptr = Signal(range(max(T, 2)))
-        drr_ptr = Signal(range(max(T, 2)))
-        dbits_signed = deficit_bits(sh, Q)
-        deficit = [Signal(signed(dbits_signed), name=f"deficit_t{t}") for t in range(T)]
-        quanta = [getattr(csr, f"t{t}_quantum") for t in range(T)]
-
-        def next_index(i):
-            return Mux(i == T - 1, 0, i + 1)
-
-        choices = {}
-        if "rr" in codes:
-            any_, idx = round_robin_pick(m, eligible, rr_ptr, T, "rr")
-            choices["rr"] = (any_, idx)
-        if "drf" in codes:
-            names = iter(range(T * 2))
-            any_, idx, _ = tournament(
-                m, [(eligible[t], tag_now[t]) for t in range(T)],
-                lambda a, b: tag_before(m, a, b, f"drf_cmp{next(names)}"), "drf")
-            choices["drf"] = (any_, idx)
-        if "drr" in codes:
-            positive = Signal(T)
-            m.d.comb += positive.eq(Cat(deficit[t] > 0 for t in range(T)))
-            credit = Signal(T)
-            m.d.comb += credit.eq(eligible & positive)
-            refilled = [Signal(signed(dbits_signed), name=f"refill_t{t}") for t in range(T)]
-            for t in range(T):
-                m.d.comb += refilled[t].eq(deficit[t] + quanta[t])
-            credit2 = Signal(T)
-            m.d.comb += credit2.eq(eligible & Cat(refilled[t] > 0 for t in range(T)))
-            a_any, a_idx = round_robin_pick(m, credit, drr_ptr, T, "drr_a")
-            b_any, b_idx = round_robin_pick(m, credit2, drr_ptr, T, "drr_b")
-            new_round = Signal()
-            m.d.comb += new_round.eq(~a_any & eligible.any())
-            drr_any = Signal()
-            drr_idx = Signal(range(max(T, 2)))
-            m.d.comb += [drr_any.eq(a_any | (new_round & b_any)),
-                         drr_idx.eq(Mux(a_any, a_idx, b_idx))]
-            choices["drr"] = (drr_any, drr_idx)
-        if "fifo" in codes:
-            contenders = Signal(T)
-            m.d.comb += contenders.eq(Cat(cand[t].head for t in range(T)) & dispatchable
-                                      & ~pending)
-            f_any, f_idx, _ = tournament(
-                m, [(contenders[t], cand[t].key) for t in range(T)], lambda a, b: a > b,
-                "fifo")
-            f_ok = Signal()
-            m.d.comb += f_ok.eq(f_any & Array(eligible[t] for t in range(T))[f_idx])
-            choices["fifo"] = (f_ok, f_idx)
-
-        with m.Switch(policy):
-            for name, (any_, idx) in choices.items():
-                with m.Case(POLICY_CODES[name]):
-                    m.d.comb += [pick_valid.eq(any_), pick.eq(idx)]
+            m.d.comb += [pol.bytes[t].eq(cand[t].bytes), pol.dom[t].eq(cand[t].dom),
+                         pol.key[t].eq(cand[t].key),
+                         pol.inv_weight[t].eq(getattr(csr, f"t{t}_inv_weight")),
+                         pol.quantum[t].eq(getattr(csr, f"t{t}_quantum"))]
+        pick_valid, pick = pol.pick_valid, pol.pick
+        rise, fall = pol.rise, pol.fall
 
         dispatch = Signal()
         m.d.comb += dispatch.eq(decide & pick_valid)
         picked = Signal(cand_layout)
         m.d.comb += picked.eq(Array(c.as_value() for c in cand)[pick])
-
-        # Policy state updates, only on a decision.
-        with m.If(decide):
-            if "rr" in codes:
-                with m.If((policy == POLICY_CODES["rr"]) & pick_valid):
-                    m.d.sync += rr_ptr.eq(next_index(pick))
-            if "drr" in codes:
-                with m.If(policy == POLICY_CODES["drr"]):
-                    with m.If(a_any):
-                        m.d.sync += drr_ptr.eq(next_index(a_idx))
-                        for t in range(T):
-                            with m.If(a_idx == t):
-                                m.d.sync += deficit[t].eq(deficit[t] - cand[t].bytes)
-                    with m.Elif(new_round):
-                        with m.If(b_any):
-                            m.d.sync += drr_ptr.eq(next_index(b_idx))
-                        for t in range(T):
-                            with m.If(eligible[t]):
-                                with m.If(b_any & (b_idx == t)):
-                                    m.d.sync += deficit[t].eq(refilled[t] - cand[t].bytes)
-                                with m.Else():
-                                    m.d.sync += deficit[t].eq(refilled[t])
-        # No credit for idling (DRR): an empty tenant keeps only a debt.
-        for t in range(T):
-            with m.If(~backlogged[t] & (deficit[t] > 0)):
-                m.d.sync += deficit[t].eq(0)
-
-        # DRF tags: the pick compares this cycle's tags, `tag_now`, which already hold the
-        # previous dispatch's cost (the multiply runs from registers a cycle after the
-        # dispatch) and a new backlog's start at the virtual time, so a tenant dispatched on
-        # the previous cycle, or just backlogged, competes with its tag as the model has it.
-        m.d.sync += tag_pending.eq(dispatch)
-        with m.If(dispatch):
-            m.d.sync += [tag_tenant.eq(pick), tag_dom.eq(picked.dom),
-                         vtime.eq(Array(tag_now)[pick])]
-        for t in range(T):
-            m.d.sync += tags[t].eq(tag_now[t])
 
         # --- commits and in-flight counts --------------------------------------------------------
         swap = Signal(T)
@@ -708,8 +610,8 @@ class TenantScheduler(wiring.Component):
             m.d.comb += [
                 getattr(csr, f"t{t}_backlog_beats").eq(sum(used[p][t] for p in range(P))),
                 getattr(csr, f"t{t}_in_flight").eq(in_flight[t]),
-                getattr(csr, f"t{t}_tag").eq(tags[t]),
-                getattr(csr, f"t{t}_deficit").eq(deficit[t]),
+                getattr(csr, f"t{t}_tag").eq(pol.tag[t]),
+                getattr(csr, f"t{t}_deficit").eq(pol.deficit[t]),
             ]
         m.d.sync += csr.bad_tenant_drops.eq(csr.bad_tenant_drops + sum(ev_bad))
 
@@ -738,7 +640,7 @@ class TenantScheduler(wiring.Component):
         ]
         m.d.sync += [load_valid.eq(dispatch), load_at.eq(load_addr),
                      load_beats.eq(picked.beats)]
-        m.d.comb += [csr.commit_pending.eq(pending), csr.virtual_time.eq(vtime)]
+        m.d.comb += [csr.commit_pending.eq(pending), csr.virtual_time.eq(pol.vtime)]
 
         # --- trace ------------------------------------------------------------------------------
         tr = self.trace

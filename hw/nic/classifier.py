@@ -41,9 +41,10 @@ from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
 from ...desc.nic.classifier import (DefaultAction, KeyKind, check_entries, check_shape,
-                                    classifier_block, entry_fields, is_int)
+                                    classifier_block, entry_fields, entry_table, is_int)
 from ...desc.registers import RegisterMap
 from ..csr.block import csr_signature
+from ..csr.staged import staged_row
 from ...desc.meta import TenantKind
 from ..parser.meta import layout_of, meta_layout
 from ..stream import PacketSignature
@@ -85,8 +86,8 @@ class TenantClassifier(wiring.Component):
 
         # --- slot programming: one-cycle copy of the staged registers ------------------------
         staged = Signal(layout)
-        for name in layout.members:
-            m.d.comb += getattr(staged, name).eq(getattr(csr, f"entry_{name}"))
+        for name, value in staged_row(csr, entry_table(shape)).items():
+            m.d.comb += getattr(staged, name).eq(value)
         with m.If(csr.entry_write):
             with m.Switch(csr.entry_index):
                 for k in range(n):

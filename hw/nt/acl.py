@@ -11,7 +11,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data
 
 from ...desc.meta import L3Kind
-from ...desc.nt.acl import RULE_FIELDS, AclAction, AclFirewallDescription, Family
+from ...desc.nt.acl import RULE_FIELDS, RULES, AclAction, AclFirewallDescription, Family
+from ..csr.staged import staged_row
 from .counter_bank import CounterBank
 from .task import NetworkTask
 
@@ -35,15 +36,8 @@ class AclFirewall(AclFirewallDescription, NetworkTask):
 
         # --- rule programming: between first beats only (supernic.desc.nt.acl) --------------
         staged = Signal(layout)
-        m.d.comb += [
-            staged.src.eq(Cat(csr.rule_src_lo, csr.rule_src_hi)),
-            staged.src_mask.eq(Cat(csr.rule_src_mask_lo, csr.rule_src_mask_hi)),
-            staged.dst.eq(Cat(csr.rule_dst_lo, csr.rule_dst_hi)),
-            staged.dst_mask.eq(Cat(csr.rule_dst_mask_lo, csr.rule_dst_mask_hi)),
-        ]
-        for name in ("sport_lo", "sport_hi", "dport_lo", "dport_hi", "proto", "proto_any",
-                     "family", "action", "valid"):
-            m.d.comb += getattr(staged, name).eq(getattr(csr, f"rule_{name}"))
+        m.d.comb += [getattr(staged, name).eq(value)
+                     for name, value in staged_row(csr, RULES).items()]
         pending = Signal()
         pending_index = Signal(8)
 

@@ -39,6 +39,7 @@ from ...desc.nt.rate_limiter import (BUCKET_COUNTERS, BURST_BITS, MIN_PACKET_BYT
                                      RateLimiterDescription)
 from ..stream import check_data_width
 from .checksum_update import checksum_update
+from ..csr.staged import staged_row
 from .task import NetworkTask
 
 __all__ = ["RateLimiter", "BucketOp", "bucket_config_layout", "bucket_op_layout"]
@@ -127,8 +128,8 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
             with m.Switch(csr.class_index):
                 for k in range(nc):
                     with m.Case(k):
-                        m.d.sync += slots[k].eq(Cat(csr.class_kind, csr.class_key,
-                                                    csr.class_bucket))
+                        m.d.sync += slots[k].eq(Cat(*staged_row(
+                            csr, self.class_table(self.p)).values()))
 
         meta = self.i.p.meta
         in_first = Signal(init=1)

@@ -7,7 +7,8 @@ import enum
 from dataclasses import dataclass, field, replace
 
 from ..meta import TenantKind
-from ..registers import R, RW, W1P, Register, RegisterBlock
+from ..registers import R, RW, Register, RegisterBlock
+from ..staged import Field, StagedTable
 from .shape import NicShape
 
 __all__ = ["ClassifierConfig", "ClassifierEntry", "KeyKind", "DefaultAction", "ClassifierBlock",
@@ -52,10 +53,25 @@ def check_shape(shape):
     return shape
 
 
+def entry_table(shape: NicShape):
+    """The classifier's slots, which software fills one at a time (sw/desc/staged.py)."""
+    return StagedTable("entry", (
+        Field("valid", 1, "Staged entry: 1 the slot is in use"),
+        Field("kind", 2, "Staged entry: key kind, 0 any, 1 VLAN, 2 VNI"),
+        Field("key", KEY_BITS, "Staged entry: VLAN ID or VXLAN VNI"),
+        Field("key_mask", KEY_BITS, "Staged entry: key bits compared"),
+        Field("ports", shape.ports, "Staged entry: ingress ports bitmask (all ones: any)"),
+        Field("proto", 8, "Staged entry: IP protocol, 0 any"),
+        Field("dport_lo", 16, "Staged entry: destination port range start"),
+        Field("dport_hi", 16, "Staged entry: range end (inclusive)"),
+        Field("tenant", shape.tenant_bits, "Staged entry: tenant of matching packets")),
+        (Field("entry_index", INDEX_BITS, "Slot the staged entry is written to"),),
+        "Write 1: copy the staged entry into its slot")
+
+
 def entry_fields(shape: NicShape):
     """One slot as the hardware stores it (a layout description, :mod:`supernic.desc.meta`)."""
-    return {"valid": 1, "kind": 2, "key": KEY_BITS, "key_mask": KEY_BITS, "ports": shape.ports,
-            "proto": 8, "dport_lo": 16, "dport_hi": 16, "tenant": shape.tenant_bits}
+    return {f.name: f.width for f in entry_table(shape).fields}
 
 
 class ClassifierBlock(RegisterBlock):
@@ -74,18 +90,7 @@ class ClassifierBlock(RegisterBlock):
             Register("default_action", 1, RW,
                      doc="Unmatched packets: 0 drop, 1 send to default_tenant"),
             Register("default_tenant", t, RW, doc="Tenant of unmatched packets (action 1)"),
-            Register("entry_valid", 1, RW, doc="Staged entry: 1 the slot is in use"),
-            Register("entry_kind", 2, RW, doc="Staged entry: key kind, 0 any, 1 VLAN, 2 VNI"),
-            Register("entry_key", KEY_BITS, RW, doc="Staged entry: VLAN ID or VXLAN VNI"),
-            Register("entry_key_mask", KEY_BITS, RW, doc="Staged entry: key bits compared"),
-            Register("entry_ports", shape.ports, RW,
-                     doc="Staged entry: ingress ports bitmask (all ones: any)"),
-            Register("entry_proto", 8, RW, doc="Staged entry: IP protocol, 0 any"),
-            Register("entry_dport_lo", 16, RW, doc="Staged entry: destination port range start"),
-            Register("entry_dport_hi", 16, RW, doc="Staged entry: range end (inclusive)"),
-            Register("entry_tenant", t, RW, doc="Staged entry: tenant of matching packets"),
-            Register("entry_index", INDEX_BITS, RW, doc="Slot the staged entry is written to"),
-            Register("entry_write", 1, W1P, doc="Write 1: copy the staged entry into its slot"),
+            *entry_table(shape).registers(),
             Register("hit_index", INDEX_BITS, RW, doc="Slot whose hit counter hit_count shows"),
             Register("hit_count", 64, R, doc="Packets slot hit_index classified"),
         ], doc="Tenant classifier: key, port, protocol and port-range table")
@@ -209,12 +214,12 @@ class ClassifierConfig:
         self.check(block.shape, block.entries)
         writes = [("default_action", int(self.default_action)),
                   ("default_tenant", self.default_tenant)]
-        empty = {name: 0 for name in entry_fields(block.shape)}
+        table = entry_table(block.shape)
+        empty = {f.name: 0 for f in table.fields}
         for index in range(block.entries):
             words = (self.entries[index].words(block.shape) if index < len(self.entries)
                      else empty)
-            writes += [(f"entry_{name}", value) for name, value in words.items()]
-            writes += [("entry_index", index), ("entry_write", 1)]
+            writes += table.row_writes(words, entry_index=index)
         return writes
 
     @classmethod

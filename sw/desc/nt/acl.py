@@ -26,7 +26,8 @@ import enum
 import ipaddress
 from dataclasses import dataclass, field
 
-from ..registers import R, RW, W1P, Register
+from ..registers import R, RW, Register
+from ..staged import Field, StagedTable
 from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription
 
 __all__ = ["AclFirewallDescription", "AclConfig", "AclRule", "AclAction", "Family", "RULE_FIELDS"]
@@ -46,13 +47,21 @@ class Family(enum.IntEnum):
 
 _PROTOS = {"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "gre": 47}
 
-#: A rule as the hardware stores it, field by field (name: width in bits), in the order of the
-#: gateware's rule layout; :meth:`AclRule.words` gives the values.
-RULE_FIELDS = {
-    "src": 128, "src_mask": 128, "dst": 128, "dst_mask": 128,
-    "sport_lo": 16, "sport_hi": 16, "dport_lo": 16, "dport_hi": 16,
-    "proto": 8, "proto_any": 1, "family": 2, "action": 2, "valid": 1,
-}
+#: The rule table, which software fills one rule at a time (sw/desc/staged.py): a rule as the
+#: hardware stores it, field by field, in the order of the gateware's rule layout;
+#: :meth:`AclRule.words` gives the values.
+RULES = StagedTable("rule", tuple(Field(name, width, f"Staged rule: {doc}")
+                                  for name, width, doc in (
+    ("src", 128, "src"), ("src_mask", 128, "src_mask"), ("dst", 128, "dst"),
+    ("dst_mask", 128, "dst_mask"),
+    ("sport_lo", 16, "source port range start"), ("sport_hi", 16, "range end"),
+    ("dport_lo", 16, "destination port range start"), ("dport_hi", 16, "range end"),
+    ("proto", 8, "IP protocol"), ("proto_any", 1, "1: any protocol"),
+    ("family", 2, "0 any, 1 IPv4, 2 IPv6"),
+    ("action", 2, "0 allow, 1 drop, 2 count"), ("valid", 1, "1: slot in use"))),
+    (Field("rule_index", 8, "Slot the staged rule is written to"),),
+    "Write 1: copy the staged rule into its slot")
+RULE_FIELDS = {f.name: f.width for f in RULES.fields}     # name: width in bits
 
 
 @dataclass(frozen=True)
@@ -192,13 +201,7 @@ class AclConfig(TaskConfig):
         empty = {k: 0 for k in RULE_FIELDS}
         for index in range(params["rules"]):
             words = self.rules[index].words() if index < len(self.rules) else empty
-            for name, value in words.items():
-                if name in ("src", "src_mask", "dst", "dst_mask"):
-                    writes += [(f"rule_{name}_hi", value >> 64),
-                               (f"rule_{name}_lo", value & (2 ** 64 - 1))]
-                else:
-                    writes.append((f"rule_{name}", value))
-            writes += [("rule_index", index), ("rule_write", 1)]
+            writes += RULES.row_writes(words, rule_index=index)
         return writes
 
     @classmethod
@@ -256,19 +259,8 @@ class AclFirewallDescription(TaskDescription):
     @classmethod
     def task_registers(cls, params):
         regs = [Register("default_drop", 1, RW, doc="Default action: 0 allow, 1 drop")]
-        for name in ("src", "src_mask", "dst", "dst_mask"):
-            regs += [Register(f"rule_{name}_hi", 64, RW, doc=f"Staged rule: {name} bits 127:64"),
-                     Register(f"rule_{name}_lo", 64, RW, doc=f"Staged rule: {name} bits 63:0")]
-        for name, width, doc in (
-                ("sport_lo", 16, "source port range start"), ("sport_hi", 16, "range end"),
-                ("dport_lo", 16, "destination port range start"), ("dport_hi", 16, "range end"),
-                ("proto", 8, "IP protocol"), ("proto_any", 1, "1: any protocol"),
-                ("family", 2, "0 any, 1 IPv4, 2 IPv6"),
-                ("action", 2, "0 allow, 1 drop, 2 count"), ("valid", 1, "1: slot in use")):
-            regs.append(Register(f"rule_{name}", width, RW, doc=f"Staged rule: {doc}"))
+        regs += RULES.registers()
         regs += [
-            Register("rule_index", 8, RW, doc="Slot the staged rule is written to"),
-            Register("rule_write", 1, W1P, doc="Write 1: copy the staged rule into its slot"),
             Register("hit_index", 8, RW, doc="Rule whose hit counter hit_count shows"),
             Register("hit_count", 64, R, doc="Packets that matched rule hit_index and counted"),
         ]

@@ -62,13 +62,26 @@ The gateware is :mod:`supernic.hw.nt.nat`.
 import ipaddress
 from dataclasses import dataclass, field
 
-from ..registers import R, RW, W1P, Register
+from ..registers import R, Register
+from ..staged import Field, StagedTable
 from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, csr_item
 
 __all__ = ["NatTranslatorDescription", "NatConfig", "NatEntry", "NAT_TABLES", "ENTRY_FLAGS",
            "PROTO_TCP", "PROTO_UDP"]
 
 NAT_TABLES = ("snat", "dnat")
+#: The slots software fills one at a time (sw/desc/staged.py), either table's by entry_table.
+SLOTS = StagedTable("entry", (
+    Field("addr", 32, "Staged slot: IPv4 address to match"),
+    Field("port", 16, "Staged slot: L4 port to match"),
+    Field("proto", 8, "Staged slot: IP protocol to match"),
+    Field("new_addr", 32, "Staged slot: IPv4 address written"),
+    Field("new_port", 16, "Staged slot: L4 port written"),
+    Field("flags", 4, "Staged slot: bit 0 valid, 1 match protocol, 2 match port, "
+                      "3 rewrite port")),
+    (Field("entry_table", 1, "Table of the slot written or read: 0 SNAT, 1 DNAT"),
+     Field("entry_index", 6, "Slot written by entry_write and read by sel_*")),
+    "Write 1: copy the staged slot into the table", selectors_first=True)
 #: Bits of ``entry_flags`` (and of ``sel_match`` bits 59:56).
 ENTRY_FLAGS = {"valid": 0, "match_proto": 1, "match_port": 2, "rewrite_port": 3}
 
@@ -195,12 +208,11 @@ class NatConfig(TaskConfig):
             for index in range(params[f"{table}_entries"]):
                 if index < len(entries):
                     e = entries[index]
-                    writes += [("entry_addr", e.addr), ("entry_port", e.port or 0),
-                               ("entry_proto", e.proto or 0), ("entry_new_addr", e.to),
-                               ("entry_new_port", e.to_port or 0), ("entry_flags", e.flags())]
+                    row = {"addr": e.addr, "port": e.port or 0, "proto": e.proto or 0,
+                           "new_addr": e.to, "new_port": e.to_port or 0, "flags": e.flags()}
                 else:
-                    writes.append(("entry_flags", 0))  # an unused slot is invalid
-                writes += [("entry_table", t), ("entry_index", index), ("entry_write", 1)]
+                    row = {"flags": 0}      # an unused slot is invalid
+                writes += SLOTS.row_writes(row, entry_table=t, entry_index=index)
         return writes
 
     @classmethod
@@ -259,16 +271,7 @@ class NatTranslatorDescription(TaskDescription):
             Register("snat_hits", 64, R, doc="Packets whose source an SNAT slot translated"),
             Register("dnat_hits", 64, R, doc="Packets whose destination a DNAT slot translated"),
             Register("misses", 64, R, doc="IPv4 packets NAT applied to that no slot matched"),
-            Register("entry_table", 1, RW, doc="Table of the slot written or read: 0 SNAT, 1 DNAT"),
-            Register("entry_index", 6, RW, doc="Slot written by entry_write and read by sel_*"),
-            Register("entry_addr", 32, RW, doc="Staged slot: IPv4 address to match"),
-            Register("entry_port", 16, RW, doc="Staged slot: L4 port to match"),
-            Register("entry_proto", 8, RW, doc="Staged slot: IP protocol to match"),
-            Register("entry_new_addr", 32, RW, doc="Staged slot: IPv4 address written"),
-            Register("entry_new_port", 16, RW, doc="Staged slot: L4 port written"),
-            Register("entry_flags", 4, RW, doc="Staged slot: bit 0 valid, 1 match protocol, "
-                                               "2 match port, 3 rewrite port"),
-            Register("entry_write", 1, W1P, doc="Write 1: copy the staged slot into the table"),
+            *SLOTS.registers(),
             Register("sel_match", 64, R, doc="Selected slot: address, port << 32, "
                                              "protocol << 48, flags << 56"),
             Register("sel_rewrite", 64, R, doc="Selected slot: new address, new port << 32"),

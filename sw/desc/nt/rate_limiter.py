@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..meta import RUNT_BYTES, TenantKind
-from ..registers import R, RW, W1P, Register
+from ..registers import R, RW, Register
+from ..staged import Field, StagedTable
 from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, block_type_name
 
 __all__ = [
@@ -231,16 +232,17 @@ class RateLimiterConfig(TaskConfig):
     def register_writes(self, params):
         writes = []
         # Every bucket is written, so a reconfiguration leaves no stale bucket behind.
+        buckets = RateLimiterDescription.bucket_table(params)
         for index in range(params["buckets"]):
             b = self.bucket(index)
-            writes += [("bucket_index", index), ("bucket_rate", b.rate),
-                       ("bucket_burst", b.burst), ("bucket_action", int(b.action)),
-                       ("bucket_write", 1)]
+            writes += buckets.row_writes({"rate": b.rate, "burst": b.burst,
+                                          "action": int(b.action)}, bucket_index=index)
+        classes = RateLimiterDescription.class_table(params)
         for index in range(params["classes"]):
             c = self.classes[index] if index < len(self.classes) else TrafficClass(
                 ClassKind.NONE, 0, 0)
-            writes += [("class_index", index), ("class_kind", int(c.kind)),
-                       ("class_key", c.key), ("class_bucket", c.bucket), ("class_write", 1)]
+            writes += classes.row_writes({"kind": int(c.kind), "key": c.key,
+                                          "bucket": c.bucket}, class_index=index)
         writes += [("unmatched_bucket", self.unmatched or 0),
                    ("unmatched_meter", int(self.unmatched is not None))]
         return writes
@@ -312,26 +314,37 @@ class RateLimiterDescription(TaskDescription):
         return (params["buckets"] - 1).bit_length()
 
     @classmethod
+    def bucket_table(cls, params):
+        """The buckets, which software programs one at a time (sw/desc/staged.py)."""
+        return StagedTable("bucket", (
+            Field("rate", RATE_BITS,
+                  f"Staged rate, bytes per cycle with {RATE_FRACTION_BITS} fraction bits"),
+            Field("burst", BURST_BITS, "Staged burst, bytes"),
+            Field("action", 1, "Staged action on exceed: 0 drop, 1 mark")),
+            (Field("bucket_index", cls.bucket_bits_of(params),
+                   "Bucket that bucket_write programs and the per-bucket registers show"),),
+            "Write 1: program bucket bucket_index, refill it, clear its counters",
+            selectors_first=True)
+
+    @classmethod
+    def class_table(cls, params):
+        """The traffic classes, which software programs one at a time."""
+        return StagedTable("class", (
+            Field("kind", 2, "Staged class kind: 0 unused, 1 VLAN, 2 VNI, 3 L4 destination port"),
+            Field("key", 24, "Staged class key (VLAN ID, VNI or port)"),
+            Field("bucket", cls.bucket_bits_of(params), "Staged bucket of the class")),
+            (Field("class_index", max(1, (params["classes"] - 1).bit_length()),
+                   "Class slot that class_write programs"),),
+            "Write 1: copy the staged class into its slot", selectors_first=True)
+
+    @classmethod
     def task_registers(cls, params):
         bb = cls.bucket_bits_of(params)
-        cb = max(1, (params["classes"] - 1).bit_length())
         return [
-            Register("bucket_index", bb, RW,
-                     doc="Bucket that bucket_write programs and the per-bucket registers show"),
-            Register("bucket_rate", RATE_BITS, RW,
-                     doc=f"Staged rate, bytes per cycle with {RATE_FRACTION_BITS} fraction bits"),
-            Register("bucket_burst", BURST_BITS, RW, doc="Staged burst, bytes"),
-            Register("bucket_action", 1, RW, doc="Staged action on exceed: 0 drop, 1 mark"),
-            Register("bucket_write", 1, W1P,
-                     doc="Write 1: program bucket bucket_index, refill it, clear its counters"),
+            *cls.bucket_table(params).registers(),
             Register("bucket_busy", 1, R, doc="1 while a bucket write waits for its slot; "
                                               "write the next bucket once it reads 0"),
-            Register("class_index", cb, RW, doc="Class slot that class_write programs"),
-            Register("class_kind", 2, RW, doc="Staged class kind: 0 unused, 1 VLAN, 2 VNI, "
-                                              "3 L4 destination port"),
-            Register("class_key", 24, RW, doc="Staged class key (VLAN ID, VNI or port)"),
-            Register("class_bucket", bb, RW, doc="Staged bucket of the class"),
-            Register("class_write", 1, W1P, doc="Write 1: copy the staged class into its slot"),
+            *cls.class_table(params).registers(),
             Register("unmatched_bucket", bb, RW, doc="Bucket for packets no class matches"),
             Register("unmatched_meter", 1, RW,
                      doc="1: meter unmatched packets in unmatched_bucket; 0: pass them"),

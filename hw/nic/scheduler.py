@@ -24,10 +24,12 @@ Decision pipeline (one decision a cycle):
    picks by the policy in force (DRF on this cycle's tags, which already hold the previous
    dispatch's cost; tests/test_policy_pick.py checks it against the model alone). A dispatch
    pops the descriptor and reads the packet's metadata.
-3. *Transfer*: a two-entry queue of dispatched packets feeds a reader that issues one memory
-   read a cycle into a two-entry output buffer, so the next packet's first beat follows the
-   current packet's last beat without a gap; ``o`` carries the packet with ``tag.beats`` and
-   ``tag.region`` on every beat and the tail flags on the last beat only.
+3. *Transfer* (:class:`~.transfer.Transfer`, a component with its own contract): a two-entry
+   queue of dispatched packets feeds a reader that issues one memory read a cycle into a
+   two-entry output buffer, so the next packet's first beat follows the current packet's
+   last beat without a gap; ``o`` carries the packet with ``tag.beats`` and ``tag.region``
+   on every beat and the tail flags on the last beat only (tests/test_transfer.py checks it
+   alone).
 
 Measured (64-bit build, ``tests/test_nic_scheduler.py``): 5 cycles from a packet's last beat
 entering an empty queue to its first beat on ``o`` (6 with registered candidates); one beat a
@@ -66,12 +68,12 @@ from ...desc.nic.scheduler import (IN_FLIGHT_BITS, LOAD_BITS, STAMP_BITS, bytes_
                                    scheduler_registers)
 from ...desc.registers import RegisterMap
 from ..csr.block import csr_signature
-from ...desc.meta import TAIL_FLAGS
 from ..top import drive_id
 from ...desc.blocks import CSR_ADDR_WIDTH, id_block
 from ...desc.nic.shape import BEATS_BITS, NicShape
 from .layout import NicPacketSignature, nic_layout
 from .policy import PolicyPick, round_robin_pick, tournament
+from .transfer import Transfer
 from ...desc.nic.scheduler import POLICIES, POLICY_CODES, QUANTUM_BITS
 
 __all__ = ["TenantScheduler", "SchedulerShell", "shell_register_map", "trace_layout"]
@@ -430,9 +432,7 @@ class TenantScheduler(wiring.Component):
         # A candidate's `valid` already checked room and online against this cycle's values.
         m.d.comb += eligible.eq(Cat(cand[t].valid for t in range(T)) & dispatchable & ~pending)
 
-        rec_count = Signal(range(3))
-        decide = Signal()
-        m.d.comb += decide.eq(rec_count < 2)
+        decide = Signal()            # the transfer takes another packet (two are held)
 
         # The policy in force picks among the eligible tenants (hw/nic/policy.py, PolicyPick).
         m.submodules.pick = pol = PolicyPick(T, self.policies, bbits, STAMP_BITS + pbits,
@@ -452,6 +452,7 @@ class TenantScheduler(wiring.Component):
 
         dispatch = Signal()
         m.d.comb += dispatch.eq(decide & pick_valid)
+        # (``decide`` is driven below, from the transfer's ``ready``.)
         picked = Signal(cand_layout)
         m.d.comb += picked.eq(Array(c.as_value() for c in cand)[pick])
 
@@ -479,110 +480,30 @@ class TenantScheduler(wiring.Component):
             with m.If(dispatch & (pick == t)):
                 m.d.sync += port_ptr[t].eq(Mux(picked.port == P - 1, 0, picked.port + 1))
 
-        # --- transfer: record queue -> reader -> output buffer ----------------------------------
-        rec_layout = data.StructLayout({
-            "port": pbits, "tenant": tbits, "slot": dbits, "beats": BEATS_BITS,
-            "region": rbits, "to_region": BEATS_BITS,
-        })
-        recs = [Signal(rec_layout, name=f"rec{k}") for k in range(2)]
-        new_rec = Signal(rec_layout)
+        # --- transfer: record queue -> reader -> output buffer (hw/nic/transfer.py) ------------
+        m.submodules.transfer = xfer = Transfer(sh, qbits, dbits)
         m.d.comb += [
-            new_rec.port.eq(picked.port), new_rec.tenant.eq(pick), new_rec.slot.eq(picked.slot),
-            new_rec.beats.eq(picked.beats), new_rec.region.eq(picked.region),
-            new_rec.to_region.eq(picked.to_region),
+            decide.eq(xfer.ready),
+            xfer.push.eq(dispatch),
+            xfer.rec.port.eq(picked.port), xfer.rec.tenant.eq(pick), xfer.rec.slot.eq(picked.slot),
+            xfer.rec.beats.eq(picked.beats), xfer.rec.region.eq(picked.region),
+            xfer.rec.to_region.eq(picked.to_region),
+            xfer.rd_ptr.eq(Array(Array(row) for row in rd_ptr)[xfer.cur_port][xfer.cur_tenant]),
         ]
-        out_count = Signal(range(3))
-        s_valid = Signal()
-        take = Signal()
-        m.d.comb += take.eq(self.o.valid & self.o.ready)
-        credit_ok = Signal()
-        m.d.comb += credit_ok.eq(out_count + s_valid <= 1 + take)
-        cur = recs[0]
-        beat_index = Signal(BEATS_BITS)
-        issue = Signal()
-        m.d.comb += issue.eq((rec_count > 0) & credit_ok)
-        issue_last = Signal()
-        m.d.comb += issue_last.eq(beat_index == cur.beats - 1)
-        rec_pop = Signal()
-        m.d.comb += rec_pop.eq(issue & issue_last)
-
-        # Record queue: push at dispatch, pop when the last beat's read is issued.
-        m.d.sync += rec_count.eq(rec_count + dispatch - rec_pop)
-        with m.If(rec_pop):
-            m.d.sync += recs[0].eq(recs[1])
-        with m.If(dispatch):
-            with m.If((rec_count - rec_pop) == 0):
-                m.d.sync += recs[0].eq(new_rec)
-            with m.Else():
-                m.d.sync += recs[1].eq(new_rec)
-        with m.If(issue):
-            m.d.sync += beat_index.eq(Mux(issue_last, 0, beat_index + 1))
-
-        rd_cur = Signal(qbits + 1)
-        m.d.comb += rd_cur.eq(Array(Array(row) for row in rd_ptr)[cur.port][cur.tenant])
-        data_rps, meta_rps = [], []
+        wiring.connect(m, xfer.o, wiring.flipped(self.o))
         for p in range(P):
             rp = data_mems[p].read_port(domain="sync", transparent_for=())
             mp = meta_mems[p].read_port(domain="sync", transparent_for=())
             m.d.comb += [
-                rp.addr.eq(Cat(rd_cur[:qbits], cur.tenant) if T > 1 else rd_cur[:qbits]),
-                rp.en.eq(issue & (cur.port == p)),
-                mp.addr.eq(Cat(cur.slot, cur.tenant) if T > 1 else cur.slot),
-                mp.en.eq(issue & (cur.port == p) & (beat_index == 0)),
+                rp.addr.eq(xfer.data_addr), rp.en.eq(xfer.data_en[p]),
+                mp.addr.eq(xfer.meta_addr), mp.en.eq(xfer.meta_en[p]),
+                xfer.data[p].eq(rp.data), xfer.meta[p].eq(mp.data),
             ]
-            data_rps.append(rp)
-            meta_rps.append(mp)
             for t in range(T):
-                with m.If(issue & (cur.port == p) & (cur.tenant == t)):
+                with m.If(xfer.issue & (xfer.cur_port == p) & (xfer.cur_tenant == t)):
                     m.d.sync += rd_ptr[p][t].eq(rd_ptr[p][t] + 1)
-                    with m.If(beat_index == 0):
+                    with m.If(xfer.first):
                         m.d.sync += slot_rp[p][t].eq(slot_rp[p][t] + 1)
-
-        s_port = Signal(pbits)
-        s_last = Signal()
-        s_region_beat = Signal()
-        s_beats = Signal(BEATS_BITS)
-        s_region = Signal(rbits)
-        s_tenant = Signal(tbits)
-        m.d.sync += [s_valid.eq(issue)]
-        with m.If(issue):
-            m.d.sync += [s_port.eq(cur.port), s_last.eq(issue_last),
-                         s_region_beat.eq(beat_index < cur.to_region),
-                         s_beats.eq(cur.beats), s_region.eq(cur.region),
-                         s_tenant.eq(cur.tenant)]
-
-        out_layout = data.StructLayout({"beat": self.o.p.shape(), "region_beat": 1})
-        landing = Signal(out_layout)
-        word = Signal(sh.data_width + sh.beat_bytes)
-        m.d.comb += [
-            word.eq(Array(rp.data for rp in data_rps)[s_port]),
-            landing.beat.data.eq(word[:sh.data_width]),
-            landing.beat.keep.eq(word[sh.data_width:]),
-            landing.beat.last.eq(s_last),
-            landing.beat.meta.eq(Array(mp.data for mp in meta_rps)[s_port]),
-            landing.beat.meta.tag.beats.eq(s_beats),
-            landing.beat.meta.tag.region.eq(s_region),
-            # The tenant is the queue's, not the stored metadata's (taken from the packet's
-            # last beat): a packet whose tag changed mid-packet went into its first beat's
-            # tenant's queue and leaves as that tenant's (found by the scheduler's formal
-            # property, hw/formal/properties.py).
-            landing.beat.meta.tag.tenant.eq(s_tenant),
-            landing.region_beat.eq(s_region_beat),
-        ]
-        with m.If(~s_last):
-            for flag in TAIL_FLAGS:
-                m.d.comb += getattr(landing.beat.meta.hdr.flags, flag).eq(0)
-
-        outs = [Signal(out_layout, name=f"out{k}") for k in range(2)]
-        m.d.sync += out_count.eq(out_count + s_valid - take)
-        with m.If(take):
-            m.d.sync += outs[0].eq(outs[1])
-        with m.If(s_valid):
-            with m.If((out_count - take) == 0):
-                m.d.sync += outs[0].eq(landing)
-            with m.Else():
-                m.d.sync += outs[1].eq(landing)
-        m.d.comb += [self.o.valid.eq(out_count > 0), self.o.p.eq(outs[0].beat)]
 
         # Unsent region beats: up at dispatch, down as they leave on `o`.
         for r in range(NR):
@@ -590,7 +511,7 @@ class TenantScheduler(wiring.Component):
             down = Signal(name=f"unsent_down_r{r}")
             m.d.comb += [
                 up.eq(Mux(dispatch & (picked.region == r), picked.to_region, 0)),
-                down.eq(take & outs[0].region_beat & (outs[0].beat.meta.tag.region == r)),
+                down.eq(xfer.region_beat_taken & (self.o.p.meta.tag.region == r)),
             ]
             m.d.sync += unsent[r].eq(unsent[r] + up - down)
 

@@ -100,11 +100,12 @@ def test_a_progress_violation_is_found(pick, broken, monkeypatch, tmp_path):
     """The progress property bites at its CI depth: a picker that starves a tenant fails the
     no-starvation claim, one that deadlocks when both tenants wait fails work conservation."""
     import supernic.hw.formal.properties as properties
+    import supernic.hw.nic.candidates as candidates
     import supernic.hw.nic.policy as policy
-    import supernic.hw.nic.scheduler as scheduler
-    # Both round robins: the tenant pick's (hw/nic/policy.py) and the queues' port pick.
+    # Both round robins: the tenant pick's (hw/nic/policy.py) and each tenant's port pick
+    # (hw/nic/candidates.py).
     monkeypatch.setattr(policy, "round_robin_pick", pick)
-    monkeypatch.setattr(scheduler, "round_robin_pick", pick)
+    monkeypatch.setattr(candidates, "round_robin_pick", pick)
     prop = PROPERTIES["scheduler_progress"]
     result = check_property(prop, prop.ci_depth, induction=False, keep=tmp_path)
     assert result["result"] == "failed", result

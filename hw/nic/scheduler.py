@@ -13,12 +13,13 @@ pointer, which simply does not move. Packets of a disabled tenant are dropped an
 
 Decision pipeline (one decision a cycle):
 
-1. *Candidates* (combinational): per tenant, the head packet of one of its port queues whose
+1. *Candidates* (:class:`~.candidates.Candidates`, a component with its own contract,
+   combinational): per tenant, the head packet of one of its port queues whose
    target region (the tenant's flow table at ``flow_hash mod table_size``) is online and has
    room, port chosen round-robin (``fifo``: the tenant's oldest head, room or not), with its
    costs, all from this cycle's descriptor heads, table and region state, so a candidate is
    never stale: a tenant dispatched (or whose table was swapped) on the previous cycle
-   competes with the head that is now first.
+   competes with the head that is now first (tests/test_candidates.py checks it alone).
 2. *Pick* (combinational): enable, hold and commit state are checked against this cycle's
    values, then :class:`~.policy.PolicyPick`, a component with its own contract and state,
    picks by the policy in force (DRF on this cycle's tags, which already hold the previous
@@ -54,7 +55,7 @@ done); the tenant is not dispatched while the commit is pending.
 """
 
 
-from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, MemoryData, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -62,7 +63,6 @@ from amaranth.lib.wiring import In, Out
 from ..axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from ..csr.axil import AxiLiteSignature
 from ..csr.regfile import RegisterFile
-from ...desc.drf import dominant_cost
 from ...desc.nic.scheduler import (IN_FLIGHT_BITS, LOAD_BITS, STAMP_BITS, bytes_bits,
                                    deficit_bits, index_bits, is_pow2, scheduler_block,
                                    scheduler_registers)
@@ -72,7 +72,8 @@ from ..top import drive_id
 from ...desc.blocks import CSR_ADDR_WIDTH, id_block
 from ...desc.nic.shape import BEATS_BITS, NicShape
 from .layout import NicPacketSignature, nic_layout
-from .policy import PolicyPick, round_robin_pick, tournament
+from .candidates import Candidates
+from .policy import PolicyPick
 from .transfer import Transfer
 from ...desc.nic.scheduler import POLICIES, POLICY_CODES, QUANTUM_BITS
 
@@ -168,7 +169,6 @@ class TenantScheduler(wiring.Component):
         sh = self.shape
         T, P, NR = sh.tenants, sh.ports, sh.regions
         Q, D, S = self.queue_beats, self.queue_packets, self.table_size
-        H = max(1, sh.header_beats)
         qbits, dbits, sbits = index_bits(Q), index_bits(D), index_bits(S)
         tbits, pbits, rbits = sh.tenant_bits, sh.port_bits, sh.region_bits
         bbits = bytes_bits(sh, Q)
@@ -333,97 +333,26 @@ class TenantScheduler(wiring.Component):
                                  slot_wp[p][t].eq(slot_wp[p][t] + 1)]
             m.d.comb += ev_bad[p].eq(beat & port.p.last & (beat_mode == DROP_BAD))
 
-        # --- region state seen by the pick ------------------------------------------------------
+        # --- stage 1: one candidate a tenant (hw/nic/candidates.py) ----------------------------
         unsent = [Signal(BEATS_BITS + 2, name=f"unsent_r{r}") for r in range(NR)]
-        free = [Signal(BEATS_BITS, name=f"free_r{r}") for r in range(NR)]
-        for r in range(NR):
-            m.d.comb += free[r].eq(self.region_free[r])
-        empty_bits = [self.region_empty[r] for r in range(NR)]
-        online_bits = [self.region_online[r] for r in range(NR)]
-        header_bits = [self.header_only[r] for r in range(NR)]
-        costs = [getattr(csr, f"r{r}_cost") for r in range(NR)]
-
-        def room(name, region, to_region):
-            ok = Signal(name=name)
-            un = Signal(BEATS_BITS + 2, name=f"{name}_unsent")
-            m.d.comb += [
-                un.eq(Array(unsent)[region]),
-                ok.eq(Array(online_bits)[region]
-                      & ((to_region + un <= Array(free)[region])
-                         | (Array(empty_bits)[region] & (un == 0)))),
-            ]
-            return ok
-
-        # --- stage 1: one candidate a tenant, from this cycle's descriptor heads ------------------
-        # Combinational, not registered: a registered candidate is one cycle old after its
-        # tenant's dispatch (it still shows the popped head), which halved a lone tenant's rate
-        # with one-beat packets. Computed from the heads, the table and the region state of the
-        # cycle, it is never stale: no skip after a dispatch or a table swap.
         backlogged = Signal(T)
         m.d.comb += backlogged.eq(Cat(Cat(fifos[p][t].r_rdy for p in range(P)).any()
                                       for t in range(T)))
-        port_ptr = [Signal(pbits, name=f"port_ptr_t{t}") for t in range(T)]
-        cand_layout = data.StructLayout({
-            "valid": 1, "head": 1, "port": pbits, "beats": BEATS_BITS, "bytes": bbits,
-            "region": rbits, "to_region": BEATS_BITS, "dom": 32, "slot": dbits,
-            "key": STAMP_BITS + pbits, "index": sbits,
-        })
-        cand = [Signal(cand_layout, name=f"cand_t{t}") for t in range(T)]
+        m.submodules.candidates = cands = Candidates(sh, desc_layout, S)
+        m.d.comb += [cands.online.eq(self.region_online), cands.empty.eq(self.region_empty),
+                     cands.header_only.eq(self.header_only), cands.free.eq(self.region_free),
+                     cands.fifo_mode.eq(fifo_mode), cands.now.eq(now)]
+        for r in range(NR):
+            m.d.comb += [cands.unsent[r].eq(unsent[r]),
+                         cands.cost[r].eq(getattr(csr, f"r{r}_cost"))]
         for t in range(T):
-            heads, oks, keys, regions, to_regions = [], [], [], [], []
             for p in range(P):
-                f = fifos[p][t]
-                h = desc_layout(f.r_data)
-                region = Signal(rbits, name=f"region_p{p}_t{t}")
-                to_region = Signal(BEATS_BITS, name=f"to_region_p{p}_t{t}")
-                m.d.comb += [
-                    region.eq(Array(active[t])[h.index] if S > 1 else active[t][0]),
-                    to_region.eq(Mux(Array(header_bits)[region] & (h.beats > H), H, h.beats)),
-                ]
-                ok = Signal(name=f"ok_p{p}_t{t}")
-                m.d.comb += ok.eq(f.r_rdy & room(f"room_p{p}_t{t}", region, to_region))
-                # Age first, then the lower port on a tie: completion order across ports.
-                key = Signal(STAMP_BITS + pbits, name=f"key_p{p}_t{t}")
-                m.d.comb += key.eq(Cat(Const(P - 1 - p, pbits), (now - h.stamp)[:STAMP_BITS]))
-                heads.append(f.r_rdy)
-                oks.append(ok)
-                keys.append(key)
-                regions.append(region)
-                to_regions.append(to_region)
-            ok_bits = Signal(P, name=f"ok_t{t}")
-            m.d.comb += ok_bits.eq(Cat(oks))
-            rr_any, rr_port = round_robin_pick(m, ok_bits, port_ptr[t], P, f"port_rr_t{t}")
-            old_any, old_port, _ = tournament(
-                m, list(zip(heads, keys)), lambda a, b: a > b, f"port_old_t{t}")
-            choice = Signal(range(max(P, 2)), name=f"port_t{t}")
-            valid = Signal(name=f"cand_valid_t{t}")
-            m.d.comb += [
-                choice.eq(Mux(fifo_mode, old_port, rr_port)),
-                valid.eq(Mux(fifo_mode, old_any & Array(oks)[old_port], rr_any)),
-            ]
-            chosen = Signal(desc_layout, name=f"chosen_t{t}")
-            m.d.comb += chosen.eq(Array(fifos[p][t].r_data for p in range(P))[choice])
-            h = chosen
-            c_region = Signal(rbits, name=f"c_region_t{t}")
-            c_to = Signal(BEATS_BITS, name=f"c_to_t{t}")
-            m.d.comb += [c_region.eq(Array(regions)[choice]), c_to.eq(Array(to_regions)[choice])]
-            # Dominant cost in units of 1/(256 R) beat (supernic.desc.drf, the model's formula).
-            dom = Signal(32, name=f"dom_t{t}")
-            m.d.comb += dom.eq(dominant_cost(h.beats, c_to, Array(costs)[c_region], NR,
-                                             larger=lambda a, b: Mux(b > a, b, a)))
-            m.d.comb += [
-                cand[t].valid.eq(valid),
-                cand[t].head.eq(Cat(heads).any()),
-                cand[t].port.eq(choice),
-                cand[t].beats.eq(h.beats),
-                cand[t].bytes.eq(h.bytes),
-                cand[t].region.eq(c_region),
-                cand[t].to_region.eq(c_to),
-                cand[t].dom.eq(dom),
-                cand[t].slot.eq(h.slot),
-                cand[t].key.eq(Array(keys)[choice]),
-                cand[t].index.eq(h.index),
-            ]
+                m.d.comb += [cands.head_valid[t][p].eq(fifos[p][t].r_rdy),
+                             cands.head[t][p].eq(fifos[p][t].r_data)]
+            for i in range(S):
+                m.d.comb += cands.table[t][i].eq(active[t][i])
+        cand = [cands.cand[t] for t in range(T)]
+        cand_layout = cands.cand_layout
 
         # --- stage 2: the pick ------------------------------------------------------------------
         pending = Signal(T)
@@ -448,6 +377,7 @@ class TenantScheduler(wiring.Component):
                          pol.inv_weight[t].eq(getattr(csr, f"t{t}_inv_weight")),
                          pol.quantum[t].eq(getattr(csr, f"t{t}_quantum"))]
         pick_valid, pick = pol.pick_valid, pol.pick
+        m.d.comb += [cands.dispatch.eq(decide & pick_valid), cands.pick.eq(pick)]
         rise, fall = pol.rise, pol.fall
 
         dispatch = Signal()
@@ -472,13 +402,10 @@ class TenantScheduler(wiring.Component):
             m.d.sync += in_flight[t].eq(in_flight[t] + dispatched_t - done_t - drop_t)
         m.d.sync += pending.eq((pending & ~swap) | csr.table_commit)
 
-        # Dispatch: pop the descriptor, read the metadata, advance the tenant's port pointer.
+        # Dispatch: pop the descriptor (the candidates advance the tenant's port pointer).
         for p in range(P):
             for t in range(T):
                 m.d.comb += fifos[p][t].r_en.eq(dispatch & (pick == t) & (picked.port == p))
-        for t in range(T):
-            with m.If(dispatch & (pick == t)):
-                m.d.sync += port_ptr[t].eq(Mux(picked.port == P - 1, 0, picked.port + 1))
 
         # --- transfer: record queue -> reader -> output buffer (hw/nic/transfer.py) ------------
         m.submodules.transfer = xfer = Transfer(sh, qbits, dbits)

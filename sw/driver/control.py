@@ -871,6 +871,20 @@ class ControlPlane:
         with self._locked():
             return await self._migrate(tenant, source, target)
 
+    def _free_host(self, region, chain):
+        """The index of ``chain``'s personality in ``region``, which must be free and able to
+        host it (:class:`DeployRefused` otherwise)."""
+        if region not in self.free_regions():
+            owner = next(t for t, rec in self.deployed.items()
+                         if region in {r for r, _ in rec.placements()})
+            raise DeployRefused(f"region {region} is not free: tenant {owner} uses it "
+                                f"(free regions: {self.free_regions()})")
+        index = self._personality(region, chain)
+        if index is None:
+            raise DeployRefused(f"region {region} cannot host {chain!r}; the regions can "
+                                f"host: {self._hosts()}")
+        return index
+
     def _check_migration(self, tenant, source, target):
         record = self.deployed.get(tenant)
         if record is None:
@@ -885,14 +899,7 @@ class ControlPlane:
             raise DeployRefused(f"tenant {tenant} ({record.chain}) runs split over linked "
                                 f"regions {list(record.regions)} and {list(record.branches)}; "
                                 f"a split chain cannot migrate")
-        if target not in self.free_regions():
-            owner = next(t for t, rec in self.deployed.items() if target in rec.regions)
-            raise DeployRefused(f"region {target} is not free: tenant {owner} uses it "
-                                f"(free regions: {self.free_regions()})")
-        index = self._personality(target, record.chain)
-        if index is None:
-            raise DeployRefused(f"region {target} cannot host {record.chain!r}; the regions "
-                                f"can host: {self._hosts()}")
+        index = self._free_host(target, record.chain)
         for r in (source, target):
             self._check_yieldable(r, "its state cannot move")
         return record, index
@@ -964,13 +971,7 @@ class ControlPlane:
                                     f"regions; a split chain does not scale by one region")
             if region in record.regions:
                 raise DeployRefused(f"tenant {tenant} already runs in region {region}")
-            if region not in self.free_regions():
-                raise DeployRefused(f"region {region} is not free (free regions: "
-                                    f"{self.free_regions()})")
-            index = self._personality(region, record.chain)
-            if index is None:
-                raise DeployRefused(f"region {region} cannot host {record.chain!r}; the "
-                                    f"regions can host: {self._hosts()}")
+            index = self._free_host(region, record.chain)
             spec = self._spec_of(record)
             regions = tuple(record.regions) + (region,)
             plan = [Load(region, index, record.chain)] if self.active[region] != index else []

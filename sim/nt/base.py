@@ -132,7 +132,9 @@ class TaskModel:
         name = f"{cls.__module__.rpartition('.')[2]}:{cls.__name__}"
         found = [d for d in task_descriptions().values() if d.model == name]
         if not found:
-            raise StateBridgeError(f"{cls.__name__}: no NT description names it as its model")
+            raise StateBridgeError(f"{cls.__name__} has no mapping between the hardware's state "
+                                   f"map and the model's state (no NT description names it as "
+                                   f"its model)")
         return found[0]
 
     def hw(self, role):

@@ -415,3 +415,54 @@ def test_a_misdeclared_state_is_found(monkeypatch):
     assert shared_state_problems("rate_limiter", {}) == [
         "rate_limiter: 'tokens' is 'tokens_memory', which is not in its state map",
         "rate_limiter: model counter 'skipped' is not declared"]
+
+
+STANDARD_ROLES = ("packets", "dropped", "skipped")
+
+
+def standard_counting(kind, params, monkeypatch):
+    """How ``kind`` counts its standard counters: the events of each ``count_standard`` call
+    its elaboration makes, and the state items its description gives their roles."""
+    from amaranth.hdl import Fragment
+
+    from supernic.hw.nt.task import NetworkTask, task_class
+
+    calls = []
+    real = NetworkTask.count_standard
+
+    def spy(self, m, **events):
+        calls.append(sorted(name for name, event in events.items() if event is not None))
+        return real(self, m, **events)
+    monkeypatch.setattr(NetworkTask, "count_standard", spy)
+    Fragment.get(task_class(kind)(64, 256, **params), None)
+    description = nt_base.task_description(kind)
+    declared = description.shared_state(description.check_params(params))
+    return calls, {role: declared[role] for role in STANDARD_ROLES}
+
+
+@pytest.mark.parametrize("kind", sorted(CONTRACTS))
+def test_every_nt_counts_the_standard_counters_in_their_registers(kind, monkeypatch):
+    """One helper counts every NT's packets, drops and skips (NetworkTask.count_standard), in
+    their registers: once per elaboration, ``dropped`` exactly when the description says the
+    NT drops, and the model finds each counter at its register's flip-flop (which
+    test_the_state_shared_with_the_model_is_declared_and_present checks is in the state
+    map)."""
+    build = next(b for b in CONTRACTS[kind].builds if b.yieldable)
+    calls, roles = standard_counting(kind, dict(build.params), monkeypatch)
+    drops = nt_base.task_description(kind).drops
+    assert calls == [["dropped", "packets", "skipped"] if drops else ["packets", "skipped"]]
+    assert roles == {"packets": "csr__packets", "dropped": "csr__dropped" if drops else None,
+                     "skipped": "csr__skipped"}
+
+
+def test_the_standard_counters_refuse_a_drop_the_description_denies():
+    """A ``dropped`` event for an NT that says it never drops, or none for one that drops, is
+    an elaboration error, not a register that silently reads 0."""
+    from amaranth.hdl import Module
+
+    from supernic.hw.nt.task import task_class
+
+    for kind, events in (("vlan_push", {"dropped": 1}), ("acl", {})):
+        nt = task_class(kind)(64, 256)
+        with pytest.raises(TypeError, match=f"NT {kind}: its description says drops="):
+            nt.count_standard(Module(), packets=1, skipped=1, **events)

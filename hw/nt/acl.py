@@ -122,10 +122,8 @@ class AclFirewall(AclFirewallDescription, NetworkTask):
         out = self.o.valid & self.o.ready
         with m.If(out & b_first):
             m.d.comb += hits.inc.eq(b_hits)
-        with m.If(out & self.o.p.last):
-            m.d.sync += [csr.packets.eq(csr.packets + 1),
-                         csr.dropped.eq(csr.dropped + b_drop),
-                         csr.skipped.eq(csr.skipped + b_skip)]
+        end = out & self.o.p.last
+        self.count_standard(m, packets=end, dropped=end & b_drop, skipped=end & b_skip)
         m.d.comb += hits.index.eq(csr.hit_index)
         with m.If(csr.hit_index < n):       # the bank sees only the index's low bits
             m.d.comb += csr.hit_count.eq(hits.value)

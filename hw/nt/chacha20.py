@@ -279,17 +279,8 @@ class ChaCha20Task(ChaCha20TaskDescription, NetworkTask):
                 m.d.sync += [*_reset_word(out_word), started.eq(0)]
 
         # --- counters, at the output handshake ------------------------------------------------
-        packets = Signal(64)
-        dropped = Signal(64)
-        skipped = Signal(64)
-        with m.If(self.o.valid & self.o.ready & self.o.p.last):
-            m.d.sync += packets.eq(packets + 1)
-            with m.If(out_drop):
-                m.d.sync += dropped.eq(dropped + 1)
-            with m.Elif(~out_encrypt):
-                m.d.sync += skipped.eq(skipped + 1)
-        m.d.comb += [
-            csr.packets.eq(packets), csr.dropped.eq(dropped), csr.skipped.eq(skipped),
-            csr.next_seq.eq(seq), csr.blocks.eq(blocks),
-        ]
+        end = self.o.valid & self.o.ready & self.o.p.last
+        self.count_standard(m, packets=end, dropped=end & out_drop,
+                            skipped=end & ~out_drop & ~out_encrypt)
+        m.d.comb += [csr.next_seq.eq(seq), csr.blocks.eq(blocks)]
         return m

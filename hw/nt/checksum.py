@@ -518,9 +518,7 @@ class _ChecksumTask(NetworkTask):
             for name, bits in counts.items():
                 reg = getattr(csr, name)
                 m.d.sync += reg.eq(reg + Mux(live, sum(b.as_unsigned() for b in bits), 0))
-            m.d.sync += [csr.oversize.eq(csr.oversize + s4_over),
-                         csr.skipped.eq(csr.skipped + desc_in.skip),
-                         csr.dropped.eq(csr.dropped + desc_in.drop)]
+            m.d.sync += csr.oversize.eq(csr.oversize + s4_over)
         desc_fifo = m.submodules.desc_fifo = fifo.SyncFIFOBuffered(
             width=desc_layout.size, depth=desc_depth)
         m.d.comb += [desc_fifo.w_en.eq(s5_valid), desc_fifo.w_data.eq(s5_desc)]
@@ -550,8 +548,9 @@ class _ChecksumTask(NetworkTask):
             for k, f in enumerate(TAIL_FLAGS):
                 m.d.comb += getattr(self.o.p.meta.flags, f).eq(out_tail[k])
         m.d.comb += [desc_pop.eq(out_take & out_last), desc_fifo.r_en.eq(desc_pop)]
-        with m.If(desc_pop):
-            m.d.sync += csr.packets.eq(csr.packets + 1)
+        # Skips and drops are counted as they are decided (stage 4), packets as they leave.
+        self.count_standard(m, packets=desc_pop, dropped=s4_valid & desc_in.drop,
+                            skipped=s4_valid & desc_in.skip)
         return m
 
 

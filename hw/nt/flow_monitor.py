@@ -109,10 +109,8 @@ class FlowMonitor(FlowMonitorDescription, NetworkTask):
                          o_valid.eq(1), o_beat.eq(self.i.p), o_counted.eq(counted_now)]
         with m.Elif(self.o.ready):
             m.d.sync += o_valid.eq(0)
-        with m.If(self.o.valid & self.o.ready & self.o.p.last):
-            m.d.sync += [csr.packets.eq(csr.packets + 1),
-                         csr.skipped.eq(csr.skipped + ~o_counted)]
-        m.d.comb += csr.dropped.eq(0)
+        end = self.o.valid & self.o.ready & self.o.p.last
+        self.count_standard(m, packets=end, skipped=end & ~o_counted)
 
         # E0: the event registered, with its bucket and sketch columns.
         e0_valid = Signal()

@@ -307,8 +307,6 @@ class L4LoadBalancer(L4LoadBalancerDescription, NetworkTask):
             m.d.sync += o_valid.eq(0)
         m.d.comb += [self.o.valid.eq(o_valid), self.o.p.eq(o_beat)]
 
-        with m.If(self.o.valid & self.o.ready & self.o.p.last):
-            m.d.sync += [csr.packets.eq(csr.packets + 1),
-                         csr.skipped.eq(csr.skipped + ~o_apply)]
-        m.d.comb += csr.dropped.eq(0)
+        end = self.o.valid & self.o.ready & self.o.p.last
+        self.count_standard(m, packets=end, skipped=end & ~o_apply)
         return m

@@ -397,9 +397,9 @@ class NatTranslator(NatTranslatorDescription, NetworkTask):
                                         Mux(out_beat == beat_max, out_beat, out_beat + 1)))
         with m.If(desc_pop):
             m.d.sync += [
-                csr.packets.eq(csr.packets + 1), csr.skipped.eq(csr.skipped + desc.skip),
                 csr.snat_hits.eq(csr.snat_hits + desc.snat),
                 csr.dnat_hits.eq(csr.dnat_hits + desc.dnat),
                 csr.misses.eq(csr.misses + desc.miss),
             ]
+        self.count_standard(m, packets=desc_pop, skipped=desc_pop & desc.skip)
         return m

@@ -421,8 +421,7 @@ class RateLimiter(RateLimiterDescription, NetworkTask):
 
         # --- output and the standard counters -------------------------------------------------
         m.d.comb += [self.o.valid.eq(valid[7]), self.o.p.eq(beat[7])]
-        with m.If(self.o.valid & self.o.ready & first[7]):
-            m.d.sync += [csr.packets.eq(csr.packets + 1),
-                         csr.dropped.eq(csr.dropped + s7_dropped),
-                         csr.skipped.eq(csr.skipped + unmetered[7])]
+        start = self.o.valid & self.o.ready & first[7]
+        self.count_standard(m, packets=start, dropped=start & s7_dropped,
+                            skipped=start & unmetered[7])
         return m

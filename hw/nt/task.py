@@ -32,9 +32,12 @@ Behaviour every NT keeps:
 
 What an NT declares (kind, scope, parameters, registers, run-time configuration, model) is its
 description, :class:`supernic.desc.nt.base.TaskDescription`, which the gateware class
-subclasses.
+subclasses. Every NT counts its standard counters with :meth:`NetworkTask.count_standard`, in
+their registers, so a counter's flip-flop is ``csr__<name>`` in every NT's state map (the
+name its description's :meth:`~TaskDescription.shared_state` gives the model).
 """
 
+from amaranth.hdl import Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -47,7 +50,7 @@ from ..stream import PacketSignature, check_data_width
 
 __all__ = [
     "Scope", "Param", "TaskConfig", "NetworkTask", "STANDARD_REGISTERS", "csr_signature",
-    "task_classes", "task_class", "ConfigError",
+    "task_classes", "task_class", "ConfigError", "count_events",
 ]
 
 
@@ -65,6 +68,22 @@ class NetworkTask(TaskDescription, wiring.Component):
             "csr": Out(csr_signature(self.registers(self.p))),
         })
 
+    def count_standard(self, m, *, packets, skipped, dropped=None):
+        """Count the standard counters (contract rules 1 and 3) in their registers: each
+        increments by one in a cycle its event (a 1-bit expression) is high. ``dropped`` is
+        ``None`` exactly when the NT's description says it never drops (``drops = False``):
+        its register then reads 0 and holds no state."""
+        if (dropped is None) == self.drops:
+            raise TypeError(f"NT {self.kind}: its description says drops={self.drops}, so "
+                            f"count_standard {'needs' if self.drops else 'takes no'} a "
+                            f"dropped event")
+        events = {"packets": packets, "skipped": skipped}
+        if dropped is None:
+            m.d.comb += self.csr.dropped.eq(0)
+        else:
+            events["dropped"] = dropped
+        count_events(m, self.csr, **events)
+
     def pulse_inputs(self):
         """The register inputs that are 1 only in the cycle of a register access (``W1P``
         registers, access strobes). While software accesses nothing they are 0: the quiet
@@ -78,6 +97,19 @@ class NetworkTask(TaskDescription, wiring.Component):
             if reg.strobe:
                 out.append(getattr(self.csr, reg.strobe_name))
         return out
+
+
+def count_events(m, csr, **events):
+    """Increment each named register of ``csr`` by one in a cycle its event is high: an event
+    counter kept in its register (its ``csr__<name>`` flip-flop), as every NT's counters
+    are."""
+    for name, event in events.items():
+        event = Value.cast(event)
+        if len(event) != 1:
+            raise TypeError(f"Counter {name}'s event must be 1 bit wide, not {len(event)}")
+        register = getattr(csr, name)
+        with m.If(event):
+            m.d.sync += register.eq(register + 1)
 
 
 def task_classes():

@@ -38,14 +38,6 @@ def move_offsets(m, old, new, delta):
     ]
 
 
-def counter(m, event, name):
-    """A 64-bit event counter."""
-    value = Signal(64, name=name)
-    with m.If(event):
-        m.d.sync += value.eq(value + 1)
-    return value
-
-
 def be_bytes(value, nbytes):
     """``value`` as ``nbytes`` bytes in wire (big-endian) order, byte 0 in the low bits."""
     return Cat(*[value[8 * (nbytes - 1 - k):8 * (nbytes - k)] for k in range(nbytes)])
@@ -65,13 +57,9 @@ class _VlanTask(NetworkTask):
         return win, ra
 
     def _counters(self, m, ra, applies):
-        csr = self.csr
         decided = ra.i.valid & ra.i.ready & ra.first
-        m.d.comb += [
-            csr.packets.eq(counter(m, self.o.valid & self.o.ready & self.o.p.last, "packets")),
-            csr.dropped.eq(0),  # never drops
-            csr.skipped.eq(counter(m, decided & ~applies, "skipped")),
-        ]
+        self.count_standard(m, packets=self.o.valid & self.o.ready & self.o.p.last,
+                            skipped=decided & ~applies)
 
 
 class VlanPush(VlanPushDescription, _VlanTask):

@@ -21,8 +21,8 @@ from ...desc.nt.vxlan import (ENCAP_BYTES, MAX_INNER_TAGS, SPORT_BASE, VxlanDeca
                               VxlanEncapDescription)
 from .checksum_update import ones_sum
 from .realign import HeadWindow, Realigner, skip_rule
-from .task import NetworkTask
-from .vlan import be_bytes, counter, moved
+from .task import NetworkTask, count_events
+from .vlan import be_bytes, moved
 
 __all__ = ["VxlanEncap", "VxlanDecap", "DECAP_WINDOW"]
 
@@ -182,11 +182,8 @@ class VxlanEncap(VxlanEncapDescription, NetworkTask):
         decided = ra.i.valid & ra.i.ready & ra.first
         with m.If(decided & applies):
             m.d.sync += ident.eq(ident + 1)
-        m.d.comb += [
-            csr.packets.eq(counter(m, self.o.valid & self.o.ready & self.o.p.last, "packets")),
-            csr.dropped.eq(0),
-            csr.skipped.eq(counter(m, decided & ~applies, "skipped")),
-        ]
+        self.count_standard(m, packets=self.o.valid & self.o.ready & self.o.p.last,
+                            skipped=decided & ~applies)
         return m
 
 
@@ -319,10 +316,7 @@ class VxlanDecap(VxlanDecapDescription, NetworkTask):
                 m.d.sync += held.eq(patched)
 
         decided = i.valid & i.ready & ra.first
-        m.d.comb += [
-            csr.packets.eq(counter(m, self.o.valid & self.o.ready & self.o.p.last, "packets")),
-            csr.dropped.eq(0),
-            csr.skipped.eq(counter(m, decided & ~applies, "skipped")),
-            csr.vni_mismatch.eq(counter(m, decided & mismatch, "vni_mismatch")),
-        ]
+        self.count_standard(m, packets=self.o.valid & self.o.ready & self.o.p.last,
+                            skipped=decided & ~applies)
+        count_events(m, csr, vni_mismatch=decided & mismatch)
         return m

@@ -126,6 +126,7 @@ class TaskDescription:
     reads_payload = False
     writes_payload = False
     seals_payload = False
+    drops = True      # False: the NT never drops a packet (its ``dropped`` register reads 0)
     type_id = None
     version = 0x0001_0000
     params = ()
@@ -169,8 +170,11 @@ class TaskDescription:
         (``TaskModel.hw``), and tests/test_nt_contract.py checks every item is in the NT's
         full state map, so a renamed signal fails there, not in a model. A counter's role is
         its name in the model's ``stats``. Default: the standard counters, each kept in its
-        register."""
-        return {name: csr_item(name) for name in ("packets", "dropped", "skipped")}
+        register (``NetworkTask.count_standard``); ``dropped`` is none where the NT never
+        drops."""
+        return {"packets": csr_item("packets"),
+                "dropped": csr_item("dropped") if cls.drops else None,
+                "skipped": csr_item("skipped")}
 
     @classmethod
     def register_block(cls, name, params):

@@ -133,10 +133,9 @@ class ChaCha20TaskDescription(TaskDescription):
 
     @classmethod
     def shared_state(cls, params):
-        # Counters in signals of their own (driven onto the registers); the next nonce and
-        # the block counter; the in-flight guards a boundary capture must find idle.
-        return {"packets": "packets", "dropped": "dropped", "skipped": "skipped",
-                "seq": "seq", "blocks": "blocks", "in_first": "in_first",
+        # The standard counters; the next nonce and the block counter; the in-flight guards
+        # a boundary capture must find idle.
+        return {**super().shared_state(params), "seq": "seq", "blocks": "blocks", "in_first": "in_first",
                 "in_flight": ["outstanding", "delay.inner_level", "delay.r_rdy", "o__valid"]}
 
     @classmethod

@@ -125,6 +125,7 @@ class FlowMonitorDescription(TaskDescription):
     scope = Scope.HEADER
     needs_frame = True  # it counts the frame's bytes, known from the keep bits of every beat
     modifies = False
+    drops = False
     type_id = 0x464C_4F57  # 'FLOW'
     params = (
         Param("entries", 1024, low=2, high=65536, power_of_two=True, doc="Flow table buckets"),
@@ -138,8 +139,8 @@ class FlowMonitorDescription(TaskDescription):
     @classmethod
     def shared_state(cls, params):
         rows = range(params["sketch_rows"])
-        return {"packets": csr_item("packets"), "dropped": None, "skipped": csr_item("skipped"),
-                "collisions": csr_item("collisions"), "table": "table", "clearing": "clearing",
+        return {**super().shared_state(params), "collisions": csr_item("collisions"),
+                "table": "table", "clearing": "clearing",
                 "in_flight": ["e0_valid", "e1_valid"], "table_bypass": "bypass_valid",
                 "sketch": [f"sketch{r}" for r in rows],
                 "sketch_bypass": [f"sk{r}_bypass_valid" for r in rows]}

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from ..maglev import build_table, is_prime
 from ..registers import R, RW, W1P, Register
-from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription, csr_item
+from .base import ConfigError, Param, Scope, TaskConfig, TaskDescription
 
 __all__ = ["L4LoadBalancerDescription", "LoadBalancerConfig", "Backend", "CONTROL_ENABLE",
            "CONTROL_MATCH_PORT", "CONTROL_MATCH_PROTO", "TABLE_SLOT_SHIFT"]
@@ -198,6 +198,7 @@ class L4LoadBalancerDescription(TaskDescription):
     doc = "L4 load balancer: Maglev consistent hashing of a virtual IP's flows onto backends."
     scope = Scope.HEADER
     modifies = True
+    drops = False
     type_id = 0x4C34_4C42  # 'L4LB'
     params = (
         Param("backends", 16, low=1, high=256, doc="Backend slots"),
@@ -210,8 +211,7 @@ class L4LoadBalancerDescription(TaskDescription):
     @classmethod
     def shared_state(cls, params):
         # Never drops; its lookup table and backends are configuration (full maps only).
-        return {"packets": csr_item("packets"), "dropped": None, "skipped": csr_item("skipped"),
-                "table": "table", "backends": "backends"}
+        return {**super().shared_state(params), "table": "table", "backends": "backends"}
 
     @classmethod
     def check_params(cls, raw):

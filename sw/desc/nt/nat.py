@@ -248,6 +248,7 @@ class NatTranslatorDescription(TaskDescription):
     doc = "Static IPv4 NAT: SNAT and DNAT tables with incremental checksum updates."
     scope = Scope.HEADER
     modifies = True
+    drops = False
     type_id = 0x4E415434  # 'NAT4'
     params = (
         Param("snat_entries", 8, low=1, high=64, doc="Source translation slots"),
@@ -260,7 +261,7 @@ class NatTranslatorDescription(TaskDescription):
     def shared_state(cls, params):
         # Never drops; per-slot hit counters in one bank (SNAT's slots, then DNAT's); the
         # slots are configuration (full maps only).
-        return {"packets": csr_item("packets"), "dropped": None, "skipped": csr_item("skipped"),
+        return {**super().shared_state(params),
                 **{name: csr_item(name) for name in ("snat_hits", "dnat_hits", "misses")},
                 "hits": "hits",
                 **{t: [f"{t}{k}" for k in range(params[f"{t}_entries"])] for t in NAT_TABLES}}

@@ -184,6 +184,7 @@ class _VlanTaskDescription(TaskDescription):
     scope = Scope.HEADER
     needs_frame = True  # the bytes behind the tag move by four
     modifies = True
+    drops = False
 
 
 class VlanPushDescription(_VlanTaskDescription):
@@ -192,11 +193,6 @@ class VlanPushDescription(_VlanTaskDescription):
     type_id = block_type_name("VPSH")
     config = VlanPushConfig
     model = "vlan:VlanPushModel"
-
-    @classmethod
-    def shared_state(cls, params):
-        # Counters in signals of their own; the hardware never drops.
-        return {"packets": "packets", "dropped": None, "skipped": "skipped"}
 
     @classmethod
     def task_registers(cls, params):
@@ -214,8 +210,3 @@ class VlanPopDescription(_VlanTaskDescription):
     type_id = block_type_name("VPOP")
     config = VlanPopConfig
     model = "vlan:VlanPopModel"
-
-    @classmethod
-    def shared_state(cls, params):
-        # Counters in signals of their own; the hardware never drops.
-        return {"packets": "packets", "dropped": None, "skipped": "skipped"}

@@ -40,7 +40,8 @@ RW registers of the same names; ``vxlan_decap`` takes an optional ``vni`` (witho
 is decapsulated), held in ``vni`` and ``match_vni``.
 """
 
-from .base import Param, Scope, TaskConfig, TaskDescription, block_type_name
+from .base import (Param, Scope, TaskConfig, TaskDescription, block_type_name,
+                   csr_item)
 from .vlan import REQUIRED, check_settings, int_setting, ipv4_setting, mac_setting
 from ..registers import R, RW, Register
 
@@ -118,6 +119,7 @@ class VxlanEncapDescription(TaskDescription):
     doc = "Encapsulate packets in outer Ethernet/IPv4/UDP/VXLAN (RFC 7348)"
     scope = Scope.PACKET  # the outer lengths need the whole frame
     modifies = True
+    drops = False
     type_id = block_type_name("VXEN")
     params = (
         # At most 32 KiB: the outer IPv4 total length (16 bits) must hold the frame + 36.
@@ -129,8 +131,8 @@ class VxlanEncapDescription(TaskDescription):
 
     @classmethod
     def shared_state(cls, params):
-        # Counters in signals of their own (never drops); the RFC 791 identification counter.
-        return {"packets": "packets", "dropped": None, "skipped": "skipped", "ident": "ident"}
+        # The standard counters; the RFC 791 identification counter.
+        return {**super().shared_state(params), "ident": "ident"}
 
     @classmethod
     def task_registers(cls, params):
@@ -150,15 +152,14 @@ class VxlanDecapDescription(TaskDescription):
     doc = "Strip the outer headers of VXLAN packets (RFC 7348)"
     scope = Scope.PACKET  # short inner frames are padded at their end
     modifies = True
+    drops = False
     type_id = block_type_name("VXDE")
     config = VxlanDecapConfig
     model = "vxlan:VxlanDecapModel"
 
     @classmethod
     def shared_state(cls, params):
-        # Counters in signals of their own (never drops).
-        return {"packets": "packets", "dropped": None, "skipped": "skipped",
-                "vni_mismatch": "vni_mismatch"}
+        return {**super().shared_state(params), "vni_mismatch": csr_item("vni_mismatch")}
 
     @classmethod
     def task_registers(cls, params):

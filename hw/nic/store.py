@@ -49,11 +49,16 @@ Contract of :class:`PacketStore`:
   ``stall_drops``; ``region_stalled[r]`` stays set until the region has given back every
   packet it held.
 
-How the store shares one memory: beat slots come from a free list (a circular buffer of slot
-numbers, initialised with every slot); each region's payload beats form a linked list through a
-next-pointer memory, and each packet's first slot travels in its side-FIFO entry, so no slot is
-set aside for any region. The free list's head is read one cycle ahead through a port
-transparent to the frees, so a slot freed into an empty list can be taken the next cycle.
+Parts, each a component with its own contract and test: a region's input buffer and side
+FIFO (:mod:`.region_input`, ``RegionInput``), the free list of payload slots
+(:mod:`.free_list`, ``FreeList``) and the two stall watchdogs' counts (:mod:`.watchdog`,
+``Watchdog``). The store itself dispatches and admits packets, writes and
+reattaches payloads and runs the stall watchdogs.
+
+How the store shares one memory: beat slots come from the free list, which starts with every
+slot; each region's payload beats form a linked list through a next-pointer memory, and each
+packet's first slot travels in its side-FIFO entry, so no slot is set aside for any region. A
+slot freed into an empty list can be taken the next cycle.
 A next pointer is written when the following beat of the same packet is stored, so a beat is
 *settled* (readable) once its successor is stored or it ends its packet: the reader follows
 ``avail[r]``, the settled beats of region ``r``, and may run right behind the writer.
@@ -71,7 +76,6 @@ the packets inside it in the shared memory until it gives them back.
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -81,7 +85,10 @@ from ..parser.meta import meta_layout
 from ..stream import PacketSignature, packet_layout
 from ...desc.nic.blocks import store_block
 from ...desc.nic.shape import BEATS_BITS, NicShape
+from .free_list import FreeList
 from .layout import NicPacketSignature, tag_layout
+from .region_input import RegionInput, region_beat_layout, region_packet_layout
+from .watchdog import Watchdog
 
 __all__ = ["PacketStore", "MAX_STORE_BEATS"]
 
@@ -148,8 +155,6 @@ class PacketStore(wiring.Component):
             "tag": tag_layout(shape), "payload": 1, "first_slot": self.slot_bits})
         self.payload_data = MemoryData(shape=self.word_layout, depth=store_beats, init=[])
         self.next_data = MemoryData(shape=self.slot_bits, depth=store_beats, init=[])
-        self.free_data = MemoryData(shape=self.slot_bits, depth=store_beats,
-                                    init=range(store_beats))
         region_sig = PacketSignature(w, meta_layout(shape.header_bytes))
         super().__init__({
             "i": In(NicPacketSignature(shape)),
@@ -174,53 +179,27 @@ class PacketStore(wiring.Component):
         csr = self.csr
         n_slots, slot_bits = self.store_beats, self.slot_bits
         hdr_layout = meta_layout(shape.header_bytes)
-        beat_layout = data.StructLayout({"data": w, "keep": bb, "last": 1, "tail": 2})
-        meta_entry = data.StructLayout({"hdr": hdr_layout, "tenant": shape.tenant_bits})
+        beat_layout = region_beat_layout(shape)
 
-        # Per region: its input buffer (beats, and one metadata entry per packet, so the wide
-        # metadata is not stored per beat) and its side FIFO of tags in dispatch order.
-        beat_q, meta_q, side_q = [], [], []
-        meta_depth = min(self.in_flight, self.region_fifo_beats)
+        # Per region: its input buffer and its side FIFO of tags in dispatch order.
+        inputs = []
         for r in range(n_regions):
-            bq = SyncFIFOBuffered(width=beat_layout.size, depth=self.region_fifo_beats)
-            mq = SyncFIFOBuffered(width=meta_entry.size, depth=meta_depth)
-            sq = SyncFIFOBuffered(width=self.side_layout.size, depth=self.in_flight)
-            m.submodules[f"beats{r}"], m.submodules[f"meta{r}"] = bq, mq
-            m.submodules[f"side{r}"] = sq
-            beat_q.append(bq)
-            meta_q.append(mq)
-            side_q.append(sq)
+            region_input = RegionInput(shape, self.side_layout, self.region_fifo_beats,
+                                       self.in_flight)
+            m.submodules[f"input{r}"] = region_input
+            wiring.connect(m, region_input.o, wiring.flipped(self.to_region[r]))
+            inputs.append(region_input)
 
         m.submodules.payload_mem = payload_mem = Memory(data=self.payload_data)
         m.submodules.next_mem = next_mem = Memory(data=self.next_data)
-        m.submodules.free_mem = free_mem = Memory(data=self.free_data)
         pay_w = payload_mem.write_port()
         pay_r = payload_mem.read_port()
         next_w = next_mem.write_port()
         next_r = next_mem.read_port()
-        free_w = free_mem.write_port()
-        free_r = free_mem.read_port(transparent_for=(free_w,))
 
-        # --- Free list -------------------------------------------------------------------
-        free_count = Signal(range(n_slots + 1), init=n_slots)
-        free_rd = Signal(slot_bits)
-        free_wr = Signal(slot_bits)
-        pop = Signal()    # the writer takes the head slot
-        push = Signal()   # the reader frees a slot
-        freed_slot = Signal(slot_bits)
-        free_head = Signal(slot_bits)
-        m.d.comb += [
-            free_r.addr.eq(free_rd + pop),
-            free_head.eq(free_r.data),
-            free_w.addr.eq(free_wr),
-            free_w.data.eq(freed_slot),
-            free_w.en.eq(push),
-        ]
-        m.d.sync += [
-            free_rd.eq(free_rd + pop),
-            free_wr.eq(free_wr + push),
-            free_count.eq(free_count - pop + push),
-        ]
+        # The free slots: the writer takes the head slot (``pop``), the reader frees one.
+        m.submodules.free_list = free_list = FreeList(n_slots)
+        pop, free_count, free_head = free_list.take, free_list.count, free_list.head
         used = Signal(range(n_slots + 1))
         m.d.comb += [used.eq(n_slots - free_count), csr.used.eq(used)]
         with m.If(used > csr.peak):
@@ -293,16 +272,14 @@ class PacketStore(wiring.Component):
         ]
 
         beat_w_rdy = Array(Signal(name=f"beat_w_rdy{r}") for r in range(n_regions))
-        meta_w_rdy = Array(Signal(name=f"meta_w_rdy{r}") for r in range(n_regions))
-        side_w_rdy = Array(Signal(name=f"side_w_rdy{r}") for r in range(n_regions))
+        packet_w_rdy = Array(Signal(name=f"packet_w_rdy{r}") for r in range(n_regions))
         for r in range(n_regions):
-            m.d.comb += [beat_w_rdy[r].eq(beat_q[r].w_rdy), meta_w_rdy[r].eq(meta_q[r].w_rdy),
-                         side_w_rdy[r].eq(side_q[r].w_rdy)]
+            m.d.comb += [beat_w_rdy[r].eq(inputs[r].beats.ready),
+                         packet_w_rdy[r].eq(inputs[r].packets.ready)]
         with m.If(drop):
             m.d.comb += self.i.ready.eq(1)
         with m.Elif(first):
-            m.d.comb += self.i.ready.eq(beat_w_rdy[region] & meta_w_rdy[region]
-                                        & side_w_rdy[region])
+            m.d.comb += self.i.ready.eq(beat_w_rdy[region] & packet_w_rdy[region])
         with m.Elif(in_header):
             m.d.comb += self.i.ready.eq(beat_w_rdy[region])
         with m.Else():
@@ -322,14 +299,13 @@ class PacketStore(wiring.Component):
             region_beat.last.eq(self.i.p.last | at_header_end),
             region_beat.tail.eq(in_tail | Cat(Const(0, 1), cut)),
         ]
-        side_entry = Signal(self.side_layout)
-        meta_word = Signal(meta_entry)
+        packet_entry = Signal(region_packet_layout(shape, self.side_layout))
         m.d.comb += [
-            side_entry.tag.eq(tag),
-            side_entry.payload.eq(left != 0),
-            side_entry.first_slot.eq(free_head),
-            meta_word.hdr.eq(in_hdr),
-            meta_word.tenant.eq(tag.tenant),
+            packet_entry.hdr.eq(in_hdr),
+            packet_entry.tenant.eq(tag.tenant),
+            packet_entry.side.tag.eq(tag),
+            packet_entry.side.payload.eq(left != 0),
+            packet_entry.side.first_slot.eq(free_head),
         ]
         # The last beat a cut packet owes its region: one zero byte, flagged as a length error.
         owed_beat = Signal(beat_layout)
@@ -342,13 +318,11 @@ class PacketStore(wiring.Component):
             owed_writes.append(owed_write)
             m.d.comb += [
                 input_write.eq(mine & in_header),
-                owed_write.eq(owe_end[r] & beat_q[r].w_rdy & ~input_write),
-                beat_q[r].w_data.eq(Mux(owed_write, owed_beat, region_beat)),
-                beat_q[r].w_en.eq(input_write | owed_write),
-                meta_q[r].w_data.eq(meta_word),
-                meta_q[r].w_en.eq(mine & first),
-                side_q[r].w_data.eq(side_entry),
-                side_q[r].w_en.eq(mine & first),
+                owed_write.eq(owe_end[r] & inputs[r].beats.ready & ~input_write),
+                inputs[r].beats.payload.eq(Mux(owed_write, owed_beat, region_beat)),
+                inputs[r].beats.valid.eq(input_write | owed_write),
+                inputs[r].packets.payload.eq(packet_entry),
+                inputs[r].packets.valid.eq(mine & first),
             ]
 
         # Payload beats to the store. The last one ends the packet: the real last beat, or
@@ -421,38 +395,19 @@ class PacketStore(wiring.Component):
         m.d.comb += self.drop_tenant.eq(drop_tenant)
 
         # --- Region inputs, occupancy and region time -------------------------------------
-        head_tenant = []
         for r in range(n_regions):
-            bq, mq, sq = beat_q[r], meta_q[r], side_q[r]
-            port = self.to_region[r]
-            beat = beat_layout(bq.r_data)
-            entry = meta_entry(mq.r_data)
-            meta = Signal(hdr_layout, name=f"to_region_meta{r}")
+            region_input = inputs[r]
             m.d.comb += [
-                meta.eq(entry.hdr),
-                meta.flags.length_error.eq(beat.tail[0]),
-                meta.flags.keep_error.eq(beat.tail[1]),
-                port.valid.eq(bq.r_rdy & mq.r_rdy),
-                port.p.data.eq(beat.data),
-                port.p.keep.eq(beat.keep),
-                port.p.last.eq(beat.last),
-                port.p.meta.eq(meta),
-                bq.r_en.eq(port.valid & port.ready),
-                mq.r_en.eq(port.valid & port.ready & beat.last),
-            ]
-            head_tenant.append(entry.tenant)
-            open_ = Signal(name=f"region_open{r}")
-            m.d.comb += [
-                open_.eq(sq.w_rdy & mq.w_rdy & ~stalled[r]),
-                self.region_free[r].eq(Mux(open_, self.region_fifo_beats - bq.level, 0)),
-                self.region_empty[r].eq(open_ & (bq.level == 0)),
-                self.region_in_flight[r].eq(sq.level),
-                getattr(csr, f"r{r}_in_flight").eq(sq.level),
+                region_input.stalled.eq(stalled[r]),
+                self.region_free[r].eq(region_input.free),
+                self.region_empty[r].eq(region_input.empty),
+                self.region_in_flight[r].eq(region_input.in_flight),
+                getattr(csr, f"r{r}_in_flight").eq(region_input.in_flight),
             ]
             busy = getattr(csr, f"r{r}_busy")
-            m.d.sync += busy.eq(busy + port.valid)
+            m.d.sync += busy.eq(busy + self.to_region[r].valid)
         for t in range(shape.tenants):
-            at_input = Cat(self.to_region[r].valid & (head_tenant[r] == t)
+            at_input = Cat(self.to_region[r].valid & (inputs[r].head_tenant == t)
                            for r in range(n_regions))
             count = Signal(range(n_regions + 1), name=f"tenant_busy{t}")
             m.d.comb += count.eq(sum(at_input))
@@ -475,7 +430,8 @@ class PacketStore(wiring.Component):
 
         req = [Signal(name=f"req{r}") for r in range(n_regions)]
         for r in range(n_regions):
-            m.d.comb += req[r].eq(self.from_region[r].valid & ~skip_rest[r] & side_q[r].r_rdy)
+            m.d.comb += req[r].eq(self.from_region[r].valid & ~skip_rest[r]
+                                  & inputs[r].sides.valid)
 
         sel = Signal(packet_layout(w, hdr_layout))
         sel_valid = Signal()
@@ -492,12 +448,12 @@ class PacketStore(wiring.Component):
                     m.d.comb += [
                         sel.eq(self.from_region[c].p),
                         sel_valid.eq(self.from_region[c].valid & ~skip_rest[c]),
-                        side.eq(side_q[c].r_data),
-                        side_rdy.eq(side_q[c].r_rdy),
+                        side.eq(inputs[c].sides.payload),
+                        side_rdy.eq(inputs[c].sides.valid),
                         avail_any.eq(avail[c] != 0),
                         # After a cut no packet enters the region until the cut one is
                         # back, so it is the side FIFO's only entry then.
-                        discard_cur.eq(discard_pending[c] & (side_q[c].level == 1)),
+                        discard_cur.eq(discard_pending[c] & (inputs[c].in_flight == 1)),
                     ]
                     # Round robin: the first other region after ``c`` with a packet waiting.
                     order = [(c + k) % n_regions for k in range(1, n_regions)]
@@ -588,7 +544,7 @@ class PacketStore(wiring.Component):
         with m.If(grant_any & (packet_done | (~busy & in_header_phase & ~req_cur))):
             m.d.sync += cur.eq(grant)
         for r in range(n_regions):
-            m.d.comb += side_q[r].r_en.eq(packet_done & (cur == r))
+            m.d.comb += inputs[r].sides.ready.eq(packet_done & (cur == r))
 
         # Payload reads: one word ahead, from the packet's first slot along the next pointers,
         # only over settled beats. Prefetch starts once the packet is committed (its first
@@ -607,8 +563,8 @@ class PacketStore(wiring.Component):
             pay_r.en.eq(issue),
             next_r.addr.eq(read_addr),
             next_r.en.eq(issue),
-            push.eq(consume),
-            freed_slot.eq(word_slot),
+            free_list.give.eq(consume),
+            free_list.slot.eq(word_slot),
         ]
         with m.If(issue):
             m.d.sync += [have_word.eq(1), started.eq(1), word_slot.eq(read_addr)]
@@ -627,7 +583,7 @@ class PacketStore(wiring.Component):
             with m.If(packet_done & (cur == r)):
                 m.d.sync += cut_counted[r].eq(0)
             with m.If(~owe_end[r] & ~discard_pending[r] & ~skip_rest[r]
-                      & (side_q[r].level == 0)):
+                      & (inputs[r].in_flight == 0)):
                 m.d.sync += stalled[r].eq(0)
             with m.If(owed_writes[r]):
                 m.d.sync += owe_end[r].eq(0)
@@ -638,7 +594,7 @@ class PacketStore(wiring.Component):
 
         # Input: ``i`` waits on a region that takes no beat (and whose output is not merely
         # waiting for ``o``, the NIC's backpressure). A header part never counts.
-        in_stuck = Signal(range(self.stall_cycles))
+        m.submodules.input_watchdog = in_dog = Watchdog(self.stall_cycles)
         in_waiting = Signal()
         moved = Signal()      # the region took a beat in or gave one out
         blocked = Signal()    # the region's output waits for ``o``
@@ -655,18 +611,17 @@ class PacketStore(wiring.Component):
             m.d.comb += [took_in[r].eq(into.valid & into.ready),
                          gave_out[r].eq(outof.valid & outof.ready),
                          out_waits[r].eq(outof.valid & ~outof.ready),
-                         only_entry[r].eq(side_q[r].level == 1)]
+                         only_entry[r].eq(inputs[r].in_flight == 1)]
         m.d.comb += [
             in_waiting.eq(self.i.valid & ~self.i.ready & ~drop & (first | ~header_only)),
             moved.eq(took_in[region] | gave_out[region]),
             blocked.eq(out_waits[region]),
-            in_fire.eq(in_waiting & ~moved & ~blocked & (in_stuck == self.stall_cycles - 1)),
+            # A beat moved ends the wait; the region's output waiting for ``o`` pauses it.
+            in_dog.waiting.eq(in_waiting & ~moved),
+            in_dog.paused.eq(blocked),
+            in_fire.eq(in_dog.fire),
             on_output.eq(~first & busy & (cur == region) & only_entry[region]),
         ]
-        with m.If(~in_waiting | moved | in_fire):
-            m.d.sync += in_stuck.eq(0)
-        with m.Elif(~blocked):
-            m.d.sync += in_stuck.eq(in_stuck + 1)
         with m.If(in_fire):
             # A first beat is dropped whole next cycle (its region now reads stalled); a
             # packet under way is cut: counted as a stall drop and discarded when it comes
@@ -685,7 +640,7 @@ class PacketStore(wiring.Component):
         # Output: the region being served stops giving beats half-way through a packet.
         # Cycles in which that packet's own beats are still coming in on ``i`` do not count
         # (the region may be waiting for them); the input watchdog sees to those.
-        out_stuck = Signal(range(self.stall_cycles))
+        m.submodules.output_watchdog = out_dog = Watchdog(self.stall_cycles)
         out_waiting = Signal()
         out_fire = Signal()
         feeding = Signal()   # ``i`` is inside a packet for the region being served
@@ -693,13 +648,10 @@ class PacketStore(wiring.Component):
         m.d.comb += [
             feeding.eq(~first & ~drop & (region == cur)),
             out_waiting.eq(in_header_phase & busy & ~cutting & ~sel_valid & ~feeding),
-            out_fire.eq(out_waiting & (out_stuck == self.stall_cycles - 1)),
+            out_dog.waiting.eq(out_waiting),
+            out_fire.eq(out_dog.fire),
             cut_counted_cur.eq(cut_counted.bit_select(cur, 1)),
         ]
-        with m.If(~out_waiting | out_fire):
-            m.d.sync += out_stuck.eq(0)
-        with m.Else():
-            m.d.sync += out_stuck.eq(out_stuck + 1)
         with m.If(out_fire):
             m.d.sync += cutting.eq(1)
             for r in range(n_regions):

@@ -1,8 +1,10 @@
 """Per-tenant queues and the central scheduler: who gets the NIC's one dispatch path next.
 
-Data path. ``P`` ingress ports each take one beat a cycle, always (``ready`` is tied high): a
-flooding tenant can fill only its own queues, and what does not fit is dropped and counted,
-never back-pressured into a port that other tenants share. Each (port, tenant) pair has a
+Data path (:class:`~.queues.PortQueues`, one a port, a component with its own contract,
+tests/test_port_queues.py). ``P`` ingress ports each take one beat a cycle, always (``ready``
+is tied high): a flooding tenant can fill only its own queues, and what does not fit is
+dropped and counted, never back-pressured into a port that other tenants share. Each (port,
+tenant) pair has a
 store-and-forward queue of ``queue_beats`` beats in the port's data memory (one write port a
 port, the tenants' queues are partitions of it) and a descriptor FIFO of ``queue_packets``
 entries written on a packet's last beat (length in beats and bytes, arrival stamp, flow-table
@@ -55,8 +57,8 @@ done); the tenant is not dispatched while the commit is pending.
 """
 
 
-from amaranth.hdl import Array, Cat, MemoryData, Module, Mux, Signal
-from amaranth.lib import data, fifo, wiring
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -74,6 +76,7 @@ from ...desc.nic.shape import BEATS_BITS, NicShape
 from .layout import NicPacketSignature, nic_layout
 from .candidates import Candidates
 from .policy import PolicyPick
+from .queues import PortQueues
 from .transfer import Transfer
 from ...desc.nic.scheduler import POLICIES, POLICY_CODES, QUANTUM_BITS
 
@@ -155,13 +158,6 @@ class TenantScheduler(wiring.Component):
             "csr": Out(csr_signature(self.registers)),
         })
         self.trace = Signal(trace_layout(shape, queue_beats))
-        meta = nic_layout(shape)
-        beat_width = shape.data_width + shape.beat_bytes
-        T = shape.tenants
-        self._data_mem = [MemoryData(shape=beat_width, depth=T * queue_beats, init=[])
-                          for _ in range(shape.ports)]
-        self._meta_mem = [MemoryData(shape=meta.size, depth=T * queue_packets, init=[])
-                          for _ in range(shape.ports)]
 
     # ------------------------------------------------------------------------------------------
     def elaborate(self, platform):
@@ -169,8 +165,8 @@ class TenantScheduler(wiring.Component):
         sh = self.shape
         T, P, NR = sh.tenants, sh.ports, sh.regions
         Q, D, S = self.queue_beats, self.queue_packets, self.table_size
-        qbits, dbits, sbits = index_bits(Q), index_bits(D), index_bits(S)
-        tbits, pbits, rbits = sh.tenant_bits, sh.port_bits, sh.region_bits
+        qbits, dbits = index_bits(Q), index_bits(D)
+        pbits, rbits = sh.port_bits, sh.region_bits
         bbits = bytes_bits(sh, Q)
         csr = self.csr
         desc_layout = _desc_layout(sh, Q, D, S)
@@ -181,7 +177,6 @@ class TenantScheduler(wiring.Component):
 
         enable = Signal(T)
         m.d.comb += enable.eq(csr.tenant_enable)
-        enable_bits = [enable[t] for t in range(T)]
         # Dispatchable: enabled and not held. A held tenant's packets queue (and are dropped
         # only when its queue is full), as an enabled one's do; none is dispatched.
         dispatchable = Signal(T)
@@ -209,134 +204,19 @@ class TenantScheduler(wiring.Component):
                     with m.If((csr.table_tenant == t) & (csr.table_index == i)):
                         m.d.sync += shadow[t][i].eq(csr.table_region)
 
-        # --- queue pointers and counters --------------------------------------------------------
-        wr_commit = [[Signal(qbits + 1, name=f"wr_p{p}_t{t}") for t in range(T)]
-                     for p in range(P)]
-        rd_ptr = [[Signal(qbits + 1, name=f"rd_p{p}_t{t}") for t in range(T)] for p in range(P)]
-        # Metadata slots are freed when the reader fetches them, which may be long after the
-        # descriptor left its FIFO (the packet waits behind the one being transferred).
-        slot_wp = [[Signal(dbits + 1, name=f"slot_p{p}_t{t}") for t in range(T)]
-                   for p in range(P)]
-        slot_rp = [[Signal(dbits + 1, name=f"slot_rd_p{p}_t{t}") for t in range(T)]
-                   for p in range(P)]
-        used = [[Signal(qbits + 1, name=f"used_p{p}_t{t}") for t in range(T)] for p in range(P)]
+        # --- stage 0: each port's tenant queues (hw/nic/queues.py) ------------------------------
+        queues = []
         for p in range(P):
-            for t in range(T):
-                m.d.comb += used[p][t].eq(wr_commit[p][t] - rd_ptr[p][t])
-
-        fifos = [[fifo.SyncFIFOBuffered(width=desc_layout.size, depth=D) for t in range(T)]
-                 for p in range(P)]
-        for p in range(P):
-            for t in range(T):
-                m.submodules[f"desc_p{p}_t{t}"] = fifos[p][t]
-
-        data_mems, meta_mems = [], []
-        for p in range(P):
-            m.submodules[f"data_p{p}"] = dm = Memory(data=self._data_mem[p])
-            m.submodules[f"meta_p{p}"] = mm = Memory(data=self._meta_mem[p])
-            data_mems.append(dm)
-            meta_mems.append(mm)
-
-        # Per-tenant event counts this cycle, summed over ports below.
-        ev_enq = [[Signal(name=f"enq_p{p}_t{t}") for t in range(T)] for p in range(P)]
-        ev_qdrop = [[Signal(name=f"qdrop_p{p}_t{t}") for t in range(T)] for p in range(P)]
-        ev_ddrop = [[Signal(name=f"ddrop_p{p}_t{t}") for t in range(T)] for p in range(P)]
-        ev_bad = [Signal(name=f"bad_p{p}") for p in range(P)]
-
-        # --- ingress: one beat a cycle per port, drop instead of back-pressure ------------------
-        STORE, DROP_FULL, DROP_DISABLED, DROP_BAD = range(4)
-        for p in range(P):
-            port = self.i[p]
-            m.d.comb += port.ready.eq(1)
-            first = Signal(init=1, name=f"in_first_p{p}")
-            mode = Signal(2, name=f"in_mode_p{p}")
-            cur_t = Signal(tbits, name=f"in_tenant_p{p}")
-            count = Signal(BEATS_BITS, name=f"in_count_p{p}")
-
-            tenant = Signal(tbits, name=f"tenant_p{p}")
-            beat_mode = Signal(2, name=f"beat_mode_p{p}")
-            cnt = Signal(BEATS_BITS, name=f"cnt_p{p}")
-            m.d.comb += [tenant.eq(Mux(first, port.p.meta.tag.tenant, cur_t)),
-                         cnt.eq(Mux(first, 0, count))]
-            with m.If(first):
-                with m.If(port.p.meta.tag.tenant >= T):
-                    m.d.comb += beat_mode.eq(DROP_BAD)
-                with m.Elif(~Array(enable_bits)[port.p.meta.tag.tenant]):
-                    m.d.comb += beat_mode.eq(DROP_DISABLED)
-                with m.Else():
-                    m.d.comb += beat_mode.eq(STORE)
-            with m.Else():
-                m.d.comb += beat_mode.eq(mode)
-
-            used_t = Signal(qbits + 1, name=f"used_in_p{p}")
-            wr_t = Signal(qbits + 1, name=f"wr_in_p{p}")
-            slot_t = Signal(dbits + 1, name=f"slot_in_p{p}")
-            slot_free = Signal(dbits + 1, name=f"slot_free_p{p}")
-            desc_room = Signal(name=f"desc_room_p{p}")
-            m.d.comb += [
-                used_t.eq(Array(used[p])[tenant]),
-                wr_t.eq(Array(wr_commit[p])[tenant]),
-                slot_t.eq(Array(slot_wp[p])[tenant]),
-                slot_free.eq(Array(slot_rp[p])[tenant]),
-                desc_room.eq(Array(f.w_rdy for f in fifos[p])[tenant]
-                             & ((slot_t - slot_free)[:dbits + 1] != D)),
-            ]
-            fits = Signal(name=f"fits_p{p}")
-            m.d.comb += fits.eq(used_t + cnt < Q)
-            beat = port.valid
-            store = Signal(name=f"store_p{p}")
-            m.d.comb += store.eq(beat & (beat_mode == STORE) & fits)
-
-            wp = data_mems[p].write_port()
-            waddr = Signal(qbits, name=f"waddr_p{p}")
-            m.d.comb += [
-                waddr.eq(wr_t + cnt),
-                wp.addr.eq(Cat(waddr, tenant) if T > 1 else waddr),
-                wp.data.eq(Cat(port.p.data, port.p.keep)),
-                wp.en.eq(store),
-            ]
-            with m.If(beat):
-                m.d.sync += [first.eq(port.p.last), cur_t.eq(tenant), count.eq(cnt + 1),
-                             mode.eq(Mux((beat_mode == STORE) & ~fits, DROP_FULL, beat_mode))]
-
-            commit = Signal(name=f"commit_p{p}")
-            m.d.comb += commit.eq(store & port.p.last & desc_room)
-            keep_bytes = Signal(range(sh.beat_bytes + 1), name=f"keep_bytes_p{p}")
-            m.d.comb += keep_bytes.eq(sum(port.p.keep[k] for k in range(sh.beat_bytes)))
-            desc = Signal(desc_layout, name=f"desc_in_p{p}")
-            m.d.comb += [
-                desc.beats.eq(cnt + 1),
-                desc.bytes.eq(cnt * sh.beat_bytes + keep_bytes),
-                desc.stamp.eq(now),
-                desc.index.eq(port.p.meta.hdr.flow_hash[:sbits] if S > 1 else 0),
-                desc.slot.eq(slot_t[:dbits]),
-            ]
-            mwp = meta_mems[p].write_port()
-            m.d.comb += [
-                mwp.addr.eq(Cat(slot_t[:dbits], tenant) if T > 1 else slot_t[:dbits]),
-                mwp.data.eq(port.p.meta.as_value()),
-                mwp.en.eq(commit),
-            ]
-            for t in range(T):
-                hit = Signal(name=f"hit_p{p}_t{t}")
-                m.d.comb += [
-                    hit.eq(tenant == t),
-                    fifos[p][t].w_data.eq(desc),
-                    fifos[p][t].w_en.eq(commit & hit),
-                    ev_enq[p][t].eq(commit & hit),
-                    ev_qdrop[p][t].eq(beat & port.p.last & hit & ~commit
-                                      & ((beat_mode == STORE) | (beat_mode == DROP_FULL))),
-                    ev_ddrop[p][t].eq(beat & port.p.last & hit & (beat_mode == DROP_DISABLED)),
-                ]
-                with m.If(commit & hit):
-                    m.d.sync += [wr_commit[p][t].eq(wr_commit[p][t] + cnt + 1),
-                                 slot_wp[p][t].eq(slot_wp[p][t] + 1)]
-            m.d.comb += ev_bad[p].eq(beat & port.p.last & (beat_mode == DROP_BAD))
+            m.submodules[f"queues_p{p}"] = q = PortQueues(sh, Q, D, S, desc_layout)
+            wiring.connect(m, wiring.flipped(self.i[p]), q.i)
+            m.d.comb += [q.enable.eq(enable), q.now.eq(now)]
+            queues.append(q)
+        used = [[q.used[t] for t in range(T)] for q in queues]
 
         # --- stage 1: one candidate a tenant (hw/nic/candidates.py) ----------------------------
         unsent = [Signal(BEATS_BITS + 2, name=f"unsent_r{r}") for r in range(NR)]
         backlogged = Signal(T)
-        m.d.comb += backlogged.eq(Cat(Cat(fifos[p][t].r_rdy for p in range(P)).any()
+        m.d.comb += backlogged.eq(Cat(Cat(q.head_valid[t] for q in queues).any()
                                       for t in range(T)))
         m.submodules.candidates = cands = Candidates(sh, desc_layout, S)
         m.d.comb += [cands.online.eq(self.region_online), cands.empty.eq(self.region_empty),
@@ -347,8 +227,8 @@ class TenantScheduler(wiring.Component):
                          cands.cost[r].eq(getattr(csr, f"r{r}_cost"))]
         for t in range(T):
             for p in range(P):
-                m.d.comb += [cands.head_valid[t][p].eq(fifos[p][t].r_rdy),
-                             cands.head[t][p].eq(fifos[p][t].r_data)]
+                m.d.comb += [cands.head_valid[t][p].eq(queues[p].head_valid[t]),
+                             cands.head[t][p].eq(queues[p].head[t])]
             for i in range(S):
                 m.d.comb += cands.table[t][i].eq(active[t][i])
         cand = [cands.cand[t] for t in range(T)]
@@ -405,7 +285,7 @@ class TenantScheduler(wiring.Component):
         # Dispatch: pop the descriptor (the candidates advance the tenant's port pointer).
         for p in range(P):
             for t in range(T):
-                m.d.comb += fifos[p][t].r_en.eq(dispatch & (pick == t) & (picked.port == p))
+                m.d.comb += queues[p].pop[t].eq(dispatch & (pick == t) & (picked.port == p))
 
         # --- transfer: record queue -> reader -> output buffer (hw/nic/transfer.py) ------------
         m.submodules.transfer = xfer = Transfer(sh, qbits, dbits)
@@ -415,22 +295,22 @@ class TenantScheduler(wiring.Component):
             xfer.rec.port.eq(picked.port), xfer.rec.tenant.eq(pick), xfer.rec.slot.eq(picked.slot),
             xfer.rec.beats.eq(picked.beats), xfer.rec.region.eq(picked.region),
             xfer.rec.to_region.eq(picked.to_region),
-            xfer.rd_ptr.eq(Array(Array(row) for row in rd_ptr)[xfer.cur_port][xfer.cur_tenant]),
+            xfer.rd_ptr.eq(Array(Array(q.rd_ptr) for q in queues)[xfer.cur_port][xfer.cur_tenant]),
         ]
         wiring.connect(m, xfer.o, wiring.flipped(self.o))
-        for p in range(P):
-            rp = data_mems[p].read_port(domain="sync", transparent_for=())
-            mp = meta_mems[p].read_port(domain="sync", transparent_for=())
+        for p, q in enumerate(queues):
             m.d.comb += [
-                rp.addr.eq(xfer.data_addr), rp.en.eq(xfer.data_en[p]),
-                mp.addr.eq(xfer.meta_addr), mp.en.eq(xfer.meta_en[p]),
-                xfer.data[p].eq(rp.data), xfer.meta[p].eq(mp.data),
+                q.data_addr.eq(xfer.data_addr), q.data_en.eq(xfer.data_en[p]),
+                q.meta_addr.eq(xfer.meta_addr), q.meta_en.eq(xfer.meta_en[p]),
+                xfer.data[p].eq(q.data), xfer.meta[p].eq(q.meta),
             ]
             for t in range(T):
-                with m.If(xfer.issue & (xfer.cur_port == p) & (xfer.cur_tenant == t)):
-                    m.d.sync += rd_ptr[p][t].eq(rd_ptr[p][t] + 1)
-                    with m.If(xfer.first):
-                        m.d.sync += slot_rp[p][t].eq(slot_rp[p][t] + 1)
+                reading = Signal(name=f"reading_p{p}_t{t}")
+                m.d.comb += [
+                    reading.eq(xfer.issue & (xfer.cur_port == p) & (xfer.cur_tenant == t)),
+                    q.advance[t].eq(reading),
+                    q.release[t].eq(reading & xfer.first),
+                ]
 
         # Unsent region beats: up at dispatch, down as they leave on `o`.
         for r in range(NR):
@@ -446,9 +326,9 @@ class TenantScheduler(wiring.Component):
         for t in range(T):
             def add(reg, *events):
                 m.d.sync += reg.eq(reg + sum(events))
-            add(getattr(csr, f"t{t}_enqueued"), *(ev_enq[p][t] for p in range(P)))
-            add(getattr(csr, f"t{t}_queue_drops"), *(ev_qdrop[p][t] for p in range(P)))
-            add(getattr(csr, f"t{t}_disabled_drops"), *(ev_ddrop[p][t] for p in range(P)))
+            add(getattr(csr, f"t{t}_enqueued"), *(q.enqueued[t] for q in queues))
+            add(getattr(csr, f"t{t}_queue_drops"), *(q.queue_drop[t] for q in queues))
+            add(getattr(csr, f"t{t}_disabled_drops"), *(q.disabled_drop[t] for q in queues))
             with m.If(dispatch & (pick == t)):
                 m.d.sync += [
                     getattr(csr, f"t{t}_dispatched").eq(getattr(csr, f"t{t}_dispatched") + 1),
@@ -461,7 +341,7 @@ class TenantScheduler(wiring.Component):
                 getattr(csr, f"t{t}_tag").eq(pol.tag[t]),
                 getattr(csr, f"t{t}_deficit").eq(pol.deficit[t]),
             ]
-        m.d.sync += csr.bad_tenant_drops.eq(csr.bad_tenant_drops + sum(ev_bad))
+        m.d.sync += csr.bad_tenant_drops.eq(csr.bad_tenant_drops + sum(q.bad for q in queues))
 
         # Load per flow-table entry: beats dispatched through each (tenant, entry), so the
         # control plane can move entries between a tenant's instances by their measured load

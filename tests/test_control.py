@@ -425,13 +425,17 @@ def _fault_sweep(description, base, state, tmp_path, chain, tenant):
 
 
 def test_a_fault_at_every_write_leaves_no_trace(small_description, tmp_path):
+    """Tenant 1 runs in region 0 and tenant 0 deploys into region 1, so each tenant's flow
+    table differs from its reset one (tenant t -> region t mod R): a deploy whose table write
+    is not undone leaves a trace the sweep sees."""
     state = tmp_path / "state.json"
     base = FakeNic(small_description)
-    _run(ControlPlane(base, small_description, state).deploy(CHAINS / "metered.toml", 0))
-    clean, nic = _fault_sweep(small_description, base, state, tmp_path, "secure", 1)
+    _run(ControlPlane(base, small_description, state).deploy(CHAINS / "metered.toml", 1))
+    clean, nic = _fault_sweep(small_description, base, state, tmp_path, "secure", 0)
     assert clean.model.get("region1", "active") == 1 and clean.writes - base.writes > 150
+    assert clean.tables[0] != base.tables[0]
     # After the last fault the same deploy goes through.
-    record = _run(ControlPlane(nic, small_description, state).deploy(CHAINS / "secure.toml", 1))
+    record = _run(ControlPlane(nic, small_description, state).deploy(CHAINS / "secure.toml", 0))
     assert record.regions == (1,) and nic.model.get("scheduler", "tenant_enable") == 0b11
 
 

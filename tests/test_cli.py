@@ -86,6 +86,19 @@ def test_cli_config_error_exit_code(tmp_path, capsys):
         assert len(err) == 1 and message in err[0], err
 
 
+def test_traffic_and_stats_say_what_is_missing(tmp_path, capsys):
+    """``snic traffic`` with neither flows nor a pcap asks for one (it used to say "not both");
+    ``snic stats`` on a missing record says it does not exist, in one line, exit 2."""
+    assert main(["traffic"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("(--replay FILE)") and "not both" not in err, err
+    assert main(["traffic", "--flow", "tenant=1", "--replay", str(tmp_path / "x.pcap")]) == 2
+    assert capsys.readouterr().err.strip().endswith("not both")
+    assert main(["stats", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none.json does not exist" in err[0], err
+
+
 def test_bench_lists_and_rejects(capsys):
     assert main(["bench"]) == 0
     assert "parser" in capsys.readouterr().out

@@ -483,7 +483,8 @@ def cmd_traffic(args):
     from ..sim.flows import make_schedule
 
     if bool(args.flow) == bool(args.replay):
-        _error("give flows (--flow tenant=T,...) or a pcap to replay (--replay FILE), not both")
+        _error("give flows (--flow tenant=T,...) or a pcap to replay (--replay FILE)"
+               + (", not both" if args.flow else ""))
         return 2
     if args.clock_mhz <= 0:
         _error(f"--clock-mhz must be positive, not {args.clock_mhz}")
@@ -555,6 +556,9 @@ def cmd_stats(args):
     try:
         record = json.loads(Path(args.record).read_text())
         stats = traffic_stats(record, args.window)
+    except FileNotFoundError:
+        raise SnicError(f"traffic record {args.record} does not exist (snic traffic --record "
+                        f"FILE writes one)") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SnicError(f"cannot read traffic record {args.record}: {type(e).__name__}: {e}"
                         ) from None

@@ -356,3 +356,63 @@ def test_nic_status_from_a_register_image():
     other = design_description(PARSER_64)
     with pytest.raises(StatusError, match="description does not match the device"):
         asyncio.run(read_status(MemoryBus(_image(description)), other))
+
+
+def _full_listener(path):
+    """A Unix socket listening with a queue of one, and the connections that fill it."""
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(1)
+    filling = []
+    while True:
+        s = socket.socket(socket.AF_UNIX)
+        s.setblocking(False)
+        try:
+            s.connect(str(path))
+        except BlockingIOError:
+            s.close()
+            return listener, filling
+        filling.append(s)
+
+
+def test_a_full_listen_queue_is_waited_out_not_lost(tmp_path):
+    """A busy server whose listen queue is full: the client waits until the server accepts, or
+    says in one line that the device accepts no connection. It never gets a connection that
+    was not made and is lost at its first write, which is what asyncio's own Unix connect
+    gives here (CI saw it after a flood of connections, tests/test_access.py)."""
+    import threading
+    import time
+
+    from supernic.driver.client import open_unix
+
+    path = tmp_path / "busy.sock"
+    listener, filling = _full_listener(path)
+    assert filling
+    with pytest.raises(DeviceUnavailable, match="accepts no connection: its queue stayed full"):
+        asyncio.run(open_unix(path, patience=0.2))
+
+    def accept_late():
+        time.sleep(0.3)
+        for _ in filling:
+            listener.accept()[0].close()
+        conn = listener.accept()[0]     # the client's, once the queue had room
+        assert conn.recv(5) == b"hello"
+        conn.sendall(b"hi")
+        conn.close()
+    server = threading.Thread(target=accept_late)
+    server.start()
+
+    async def talk():
+        reader, writer = await open_unix(path, patience=10)
+        writer.write(b"hello")
+        await writer.drain()
+        reply = await reader.readexactly(2)
+        writer.close()
+        return reply
+    try:
+        assert asyncio.run(talk()) == b"hi"
+    finally:
+        server.join(timeout=10)
+        listener.close()
+        for s in filling:
+            s.close()

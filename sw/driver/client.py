@@ -11,6 +11,7 @@ import asyncio
 import base64
 import itertools
 import os
+import socket
 from pathlib import Path
 
 from ..desc.errors import SnicError
@@ -53,6 +54,38 @@ def _token(endpoint, token):
     return read_token(path), str(path)
 
 
+#: Seconds a connect waits for a device server whose listen queue is full.
+BUSY_PATIENCE = 10.0
+
+
+async def open_unix(path, patience=BUSY_PATIENCE):
+    """``(reader, writer)`` of a connection to the Unix socket ``path``.
+
+    A Unix socket whose listen queue is full refuses a non-blocking connect with EAGAIN.
+    asyncio's ``open_unix_connection`` takes that for a connect in progress and hands back a
+    connection that was never made, so it fails at the first write with "Connection lost".
+    CI saw exactly that after 200 connections flooded a busy server. So the connect is made
+    here and retried while the queue is full, up to ``patience`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(str(path))
+        except BlockingIOError:
+            sock.close()
+            if loop.time() >= deadline:
+                raise DeviceUnavailable(f"the device on {path} accepts no connection: its "
+                                        f"queue stayed full for {patience:g} s") from None
+            await asyncio.sleep(0.02)
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return await asyncio.open_unix_connection(sock=sock)
+
+
 class DeviceClient:
     """One connection to a device server. Requests on one client are sent one at a time (a
     lock keeps concurrent coroutines from interleaving); open several clients for parallel
@@ -79,7 +112,7 @@ class DeviceClient:
             opener = asyncio.open_connection(host, port)
         else:
             endpoint = str(Path(socket_path or default_socket()))
-            opener = asyncio.open_unix_connection(endpoint)
+            opener = open_unix(endpoint)
         try:
             reader, writer = await opener
         except (FileNotFoundError, ConnectionRefusedError):

@@ -107,6 +107,12 @@ def default_socket():
     return cache_root() / "run" / "device.sock"
 
 
+#: Connections the kernel queues before the server accepts them. Python's default is 100,
+#: which a burst of clients fills while the server is busy (a full Unix socket queue refuses
+#: new connections; see client.open_unix).
+LISTEN_BACKLOG = 1024
+
+
 async def read_message(reader):
     """One message from ``reader``; ``None`` at a clean end of stream."""
     try:
@@ -435,7 +441,8 @@ class DeviceServer:
         ``port``, on TCP 127.0.0.1 (0 picks a free port); set and return ``endpoint``."""
         if port is not None:
             try:
-                self._server = await asyncio.start_server(self._client, "127.0.0.1", port)
+                self._server = await asyncio.start_server(self._client, "127.0.0.1", port,
+                                                          backlog=LISTEN_BACKLOG)
             except OSError as e:
                 if e.errno == errno.EADDRINUSE:
                     raise ServerError(f"another device is serving on 127.0.0.1:{port} "
@@ -451,7 +458,8 @@ class DeviceServer:
         # Owner-only from its creation: the socket file is made under this umask.
         mask = os.umask(0o077)
         try:
-            self._server = await asyncio.start_unix_server(self._client, str(path))
+            self._server = await asyncio.start_unix_server(self._client, str(path),
+                                                           backlog=LISTEN_BACKLOG)
         except OSError as e:
             raise ServerError(f"cannot listen on {path}: {e.strerror or e}") from None
         finally:

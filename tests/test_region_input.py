@@ -44,7 +44,7 @@ def run(seed, cycles=1500, push_rate=0.7, ready_rate=0.5, side_rate=0.4, stall_r
                   "last": 0, "tail": rng.getrandbits(2)} for _ in range(rng.randint(1, 5))]
         beats[-1]["last"] = 1
         packets.append({"hdr": rng.getrandbits(hdr_layout.size),
-                        "tenant": rng.randrange(SHAPE.tenants), "side": rng.getrandbits(12),
+                        "tenant": rng.randrange(SHAPE.tenants), "side": rng.getrandbits(SIDE_BITS),
                         "beats": beats})
     want_beats = [(n, k) for n, p in enumerate(packets) for k in range(len(p["beats"]))]
     problems, got_beats, got_sides = [], [], []

@@ -1,17 +1,16 @@
 """Per-tenant queues and the central scheduler: who gets the NIC's one dispatch path next.
 
 Data path (:class:`~.queues.PortQueues`, one a port, a component with its own contract,
-tests/test_port_queues.py). ``P`` ingress ports each take one beat a cycle, always (``ready``
-is tied high): a flooding tenant can fill only its own queues, and what does not fit is
-dropped and counted, never back-pressured into a port that other tenants share. Each (port,
-tenant) pair has a
-store-and-forward queue of ``queue_beats`` beats in the port's data memory (one write port a
+tests/test_port_queues.py). ``P`` ingress ports each take one beat a cycle, always (``ready`` is
+tied high): a flooding tenant can fill only its own queues, and what does not fit is dropped and
+counted, never back-pressured into a port that other tenants share. Each (port, tenant) pair has
+a store-and-forward queue of ``queue_beats`` beats in the port's data memory (one write port a
 port, the tenants' queues are partitions of it) and a descriptor FIFO of ``queue_packets``
 entries written on a packet's last beat (length in beats and bytes, arrival stamp, flow-table
 index, and the slot of its metadata in the port's metadata memory: the metadata is kept once a
 packet, taken from its last beat, which carries the tail flags). A packet that does not fit
-(beats or descriptor) is dropped whole: its beats were written past the committed write
-pointer, which simply does not move. Packets of a disabled tenant are dropped and counted.
+(beats or descriptor) is dropped whole: its beats were written past the committed write pointer,
+which simply does not move. Packets of a disabled tenant are dropped and counted.
 
 Decision pipeline (one decision a cycle):
 

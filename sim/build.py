@@ -54,7 +54,8 @@ def generated_design(config, progress=print):
     from ..hw.generate import write_design
 
     fields = {k: v for k, v in asdict(config).items() if k != "config_dir"}
-    # The register map records each chain's specification file by its absolute path (the
+    if not fields["rack"]:
+        fields.pop("rack")      # added later: designs without a rack port keep their builds    # The register map records each chain's specification file by its absolute path (the
     # control plane reloads it), so the same config in another checkout is another design.
     try:
         fields["chain_files"] = [str(p.resolve()) for p in config.chain_paths()] + [

@@ -16,6 +16,12 @@ fairness (or a baseline policy), and the packet store keeps payloads of header-o
 while their headers are in a region. ``m_axis`` carries the packet with the parser metadata and
 the NIC tag (tenant, ingress port, sequence number, region) on ``tuser``.
 
+A design with a rack port (``nic.rack``, :mod:`supernic.desc.nic.rack`) has one more ingress
+port, the last: its rack frames lose their header (:mod:`.rack_ingress`) before its parser.
+Behind each endpoint port's classifier a redirected tenant's packets turn off
+(:mod:`.redirect`) to the rack egress (:mod:`.rack_egress`), which shares ``m_axis`` between
+them, as rack frames, and the egress stage's packets.
+
 A design may pair regions (``links``, :mod:`.link`): with the link on, the pair runs the two
 parts of a DAG split across them as one region.
 
@@ -48,6 +54,9 @@ from .classifier import TenantClassifier
 from .egress import EgressStage
 from .layout import nic_layout
 from .link import RegionLink
+from .rack_egress import RackEgress
+from .rack_ingress import RackIngress
+from .redirect import RedirectSplit
 from .region import Region
 from .scheduler import TenantScheduler
 from .store import PacketStore
@@ -87,6 +96,10 @@ class MultiTenantNic(wiring.Component):
         m.submodules.scheduler = sched = TenantScheduler(
             shape, cfg.queue_beats, cfg.table_size, cfg.policies)
         wiring.connect(m, csr.fields.scheduler, sched.csr)
+        if shape.rack:
+            # The rack port and the redirect action (sw/desc/nic/rack.py).
+            m.submodules.rack_egress = rack = RackEgress(shape)
+            wiring.connect(m, csr.fields.rack, rack.csr)
         for p in range(shape.ports):
             rx = AxiStreamToPacket(cfg.data_width)
             parser = HeaderParser(*cfg.parser_args())
@@ -96,9 +109,23 @@ class MultiTenantNic(wiring.Component):
                 parser, ("parser", *cfg.parser_args()), "parser")
             m.submodules[f"classifier{p}"] = classifier
             connect_port(m, getattr(self, f"s_axis{p}"), rx.s_axis, in_reset)
-            wiring.connect(m, rx.o, parser.i)
+            if p == shape.rack_port:
+                m.submodules.rack_ingress = ingress = RackIngress(cfg.data_width)
+                wiring.connect(m, rx.o, ingress.i)
+                wiring.connect(m, ingress.o, parser.i)
+                m.d.comb += [ingress.nic_id.eq(rack.nic_id), rack.rx_took.eq(ingress.took),
+                             rack.rx_bad.eq(ingress.bad)]
+            else:
+                wiring.connect(m, rx.o, parser.i)
             wiring.connect(m, parser.o, classifier.i)
-            wiring.connect(m, classifier.o, sched.i[p])
+            if shape.rack and p != shape.rack_port:
+                m.submodules[f"redirect{p}"] = split = RedirectSplit(shape)
+                wiring.connect(m, classifier.o, split.i)
+                wiring.connect(m, split.o, sched.i[p])
+                wiring.connect(m, split.r, getattr(rack, f"r{p}"))
+                m.d.comb += split.enable.eq(rack.enable)
+            else:
+                wiring.connect(m, classifier.o, sched.i[p])
             wiring.connect(m, getattr(csr.fields, f"classifier{p}"), classifier.csr)
             wiring.connect(m, getattr(csr.fields, f"parser{p}"), parser.csr)
 
@@ -158,7 +185,11 @@ class MultiTenantNic(wiring.Component):
         self._connect_done(m, sched, store, egress)
 
         m.submodules.tx = tx = PacketToAxiStream(cfg.data_width, self.user_layout)
-        wiring.connect(m, egress.o, tx.i)
+        if shape.rack:
+            wiring.connect(m, egress.o, rack.i)
+            wiring.connect(m, rack.o, tx.i)
+        else:
+            wiring.connect(m, egress.o, tx.i)
         connect_port(m, self.m_axis, tx.m_axis, in_reset)
         return m
 

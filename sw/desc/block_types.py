@@ -4,6 +4,7 @@ driver discovering a design (:mod:`supernic.driver.discovery`) recognises."""
 from .blocks import chain_block, id_block, parser_block
 from .nic.blocks import egress_block, nic_block, store_block
 from .nic.classifier import classifier_block
+from .nic.rack import rack_block
 from .nic.region import region_block
 from .nic.scheduler import scheduler_block
 from .nic.shape import NicShape
@@ -20,7 +21,7 @@ def block_types():
         "id": id_block(), "parser": parser_block(), "nic": nic_block(shape),
         "classifier": classifier_block("classifier", shape),
         "scheduler": scheduler_block("scheduler", shape), "store": store_block(shape),
-        "egress": egress_block(shape), "region": region_block(0, []), "chain": chain_block(),
+        "egress": egress_block(shape), "rack": rack_block(shape), "region": region_block(0, []), "chain": chain_block(),
     }
     for kind, task in task_descriptions().items():
         blocks[kind] = task.register_block(kind, task.check_params({}))

@@ -95,6 +95,9 @@ class DesignConfig:
     policies: tuple = ("drf", "rr", "drr", "fifo")
     yieldable: bool | tuple = False
     links: tuple = ()
+    # A rack port (sw/desc/nic/rack.py): one more ingress port, for packets peers redirect
+    # here, and the redirect action that sends a tenant's packets to a peer.
+    rack: bool = False
     # Where relative chain paths are looked up; not part of the build identity.
     config_dir: str = field(default="", compare=False)
 
@@ -183,6 +186,11 @@ class DesignConfig:
         if self.regions and len(self.regions) > 16:
             raise ConfigError(f"nic.regions must list at most 16 regions, not "
                               f"{len(self.regions)}")
+        if not isinstance(self.rack, bool):
+            raise ConfigError(f"nic.rack must be true or false, not {self.rack!r}")
+        if self.rack and self.ports + 1 > 4:
+            raise ConfigError(f"nic.rack adds an ingress port: nic.ports must be at most 3 "
+                              f"with it, not {self.ports}")
         if self.table_size & (self.table_size - 1):
             raise ConfigError(f"nic.table_size must be a power of two, not {self.table_size!r}")
 
@@ -237,8 +245,9 @@ class DesignConfig:
         """32-bit identifier of this configuration, readable from the ID register block."""
         fields = asdict(self)
         fields.pop("config_dir")
-        if not fields["header_checksum"]:
-            fields.pop("header_checksum")   # added later: designs without it keep their IDs
+        for later in ("header_checksum", "rack"):
+            if not fields[later]:
+                fields.pop(later)           # added later: designs without it keep their IDs
         text = json.dumps(fields, sort_keys=True).encode()
         return int.from_bytes(hashlib.sha256(text).digest()[:4], "big")
 
@@ -257,7 +266,7 @@ _KNOWN = {"design": {"name", "data_width"},
           "nic": {"tenants", "ports", "regions", "queue_beats", "store_beats",
                   "region_fifo_beats", "stall_cycles", "classifier_entries", "table_size",
                   "policies",
-                  "yieldable", "links"}}
+                  "yieldable", "links", "rack"}}
 _RENAMED = {"specs": "chains"}
 
 

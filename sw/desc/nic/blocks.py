@@ -6,6 +6,7 @@ from ..chain import load_chain
 from ..config import DesignConfig
 from ..registers import R, Register, RegisterBlock, RegisterMap
 from .classifier import classifier_block
+from .rack import rack_block
 from .region import region_register_blocks
 from .scheduler import scheduler_block
 from .shape import NicShape
@@ -19,8 +20,8 @@ EGRESS_TYPE = 0x45475253  # 'EGRS'
 
 
 def nic_shape(config: DesignConfig):
-    return NicShape(config.data_width, config.header_bytes, config.tenants, config.ports,
-                    len(config.regions))
+    return NicShape(config.data_width, config.header_bytes, config.tenants,
+                    config.ports + config.rack, len(config.regions), config.rack)
 
 
 def load_personalities(config: DesignConfig):
@@ -94,6 +95,8 @@ def nic_register_map(config: DesignConfig, personalities=None):
                    classifier_block(f"classifier{p}", shape, config.classifier_entries)]
     blocks += [scheduler_block("scheduler", shape, config.table_size), store_block(shape),
                egress_block(shape)]
+    if shape.rack:
+        blocks.append(rack_block(shape))
     branch_of = dict(config.links)
     for r, specs in enumerate(personalities):
         blocks += region_register_blocks(r, specs, r in config.yieldable_regions,

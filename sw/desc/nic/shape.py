@@ -9,7 +9,9 @@ Inside the NIC a packet's beats carry the parser's metadata (``hdr``) and a NIC 
   inputs and per-flow order checked;
 * ``beats``: the packet's length in beats, known once the whole packet is in its tenant queue
   (store-and-forward), set by the scheduler at dispatch;
-* ``region``: the region the scheduler dispatched it to.
+* ``region``: the region the scheduler dispatched it to;
+* ``redirect`` (a NIC with a rack port only): it leaves encapsulated toward a peer sNIC
+  (:mod:`supernic.desc.nic.rack`), not toward an endpoint.
 
 Regions run the NT library's chains, which carry the parser's metadata only; the packet store
 keeps each packet's tag beside the region in dispatch order and puts it back at the region's
@@ -43,6 +45,7 @@ class NicShape:
     tenants: int = 4
     ports: int = 2
     regions: int = 4
+    rack: bool = False      # the last ingress port is the rack port (sw/desc/nic/rack.py)
 
     def __post_init__(self):
         check_data_width(self.data_width)
@@ -57,8 +60,18 @@ class NicShape:
     def from_description(cls, description):
         """The shape of the NIC a design JSON (``hw.generate.design_description``) describes."""
         cfg = description["config"]
-        return cls(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"],
-                   len(description["regions"]))
+        rack = bool(cfg.get("rack", False))
+        return cls(cfg["data_width"], cfg["header_bytes"], cfg["tenants"], cfg["ports"] + rack,
+                   len(description["regions"]), rack)
+
+    @property
+    def endpoint_ports(self):
+        """Ingress ports of endpoints: every port but the rack port."""
+        return self.ports - self.rack
+
+    @property
+    def rack_port(self):
+        return self.ports - 1 if self.rack else None
 
     @property
     def beat_bytes(self):
@@ -83,8 +96,11 @@ class NicShape:
 
     def tag_fields(self):
         """The NIC tag as a layout description (:mod:`supernic.desc.meta`)."""
-        return {"tenant": self.tenant_bits, "port": self.port_bits, "seq": SEQ_BITS,
-                "beats": BEATS_BITS, "region": self.region_bits}
+        fields = {"tenant": self.tenant_bits, "port": self.port_bits, "seq": SEQ_BITS,
+                  "beats": BEATS_BITS, "region": self.region_bits}
+        if self.rack:
+            fields["redirect"] = 1
+        return fields
 
     def nic_fields(self):
         """What travels beside every beat inside the NIC: the parser's metadata and the tag."""

@@ -2,8 +2,9 @@
 rack_ingress.py) on the virtual device of the rack test NIC (tests/data/nic_rack.toml), against
 their model (sim/nic/rack.py) and the chain models.
 
-Tenant 0 runs the metered chain and is redirected to peer 7; tenant 1 runs the web chain and is
-not. Random and malformed frames of both tenants and frames of no tenant go in on both endpoint
+Tenant 0 runs the metered chain and is redirected, its flows spread over peers 7 and 9 by flow
+bucket; tenant 1 runs the web chain and only the flows of half its buckets are redirected (to
+peer 7), the others run here. Random and malformed frames of both tenants and frames of no tenant go in on both endpoint
 ports, and rack frames on the rack port: good ones (web frames for this NIC), and ones for
 another NIC, of another EtherType or version, runts, garbage. Sources idle and the sink pushes
 back at random. Every packet must come out as the models say or be counted: a redirected one
@@ -35,7 +36,9 @@ from supernic.sim.vdev import DeviceRegisterBus, VirtualDevice
 
 NIC_RACK = "tests/data/nic_rack.toml"
 DATA_WIDTH, HEADER_BYTES = 64, 256
-NIC_ID, PEER, OTHER = 3, 7, 5
+NIC_ID, PEER, PEER2, OTHER = 3, 7, 9, 5
+#: Tenant 0: all buckets redirected, these to PEER2; tenant 1: only these buckets redirected.
+T0_PEER2_BUCKETS, T1_BUCKETS = 0x00F0, 0x0F0F
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +90,13 @@ def test_redirect_and_rack_port_against_the_models(device, plane):
     _run(plane.deploy("chains/metered.toml", 0))
     _run(plane.deploy("chains/web.toml", 1))
     regs = plane.regs
-    for reg, value in (("nic_id", NIC_ID), ("t0_peer", PEER), ("redirect_enable", 0b01)):
+    for reg, value in (("nic_id", NIC_ID), ("t0_peer", PEER), ("t0_peer2", PEER2),
+                       ("t0_peer2_buckets", T0_PEER2_BUCKETS), ("t1_peer", PEER),
+                       ("t1_buckets", T1_BUCKETS), ("redirect_enable", 0b11)):
         _run(regs.write("rack", reg, value))
     model = RackPortModel(DATA_WIDTH, 4, NIC_ID)
-    model.enable, model.peers[0] = 0b01, PEER
+    model.enable, model.peers[0], model.peers2[0] = 0b11, PEER, PEER2
+    model.peer2_buckets[0], model.peers[1], model.buckets[1] = T0_PEER2_BUCKETS, PEER, T1_BUCKETS
 
     rng, parser = random.Random(8), ParserModel(HEADER_BYTES)
     frames = {0: [], 1: [], 2: []}         # per port: (frame, what it is)
@@ -146,13 +152,17 @@ def test_redirect_and_rack_port_against_the_models(device, plane):
         assert key in named and key not in seen, f"output {k} names no input {key}"
         seen.add(key)
         frame, what = named[key]
-        if what == "metered":
-            assert redirect[k] == 1 and int(tags["tenant"][k]) == 0
-            assert packet.data == encapsulate(frame, DATA_WIDTH, PEER, NIC_ID, key[0]), key
+        flow_hash = parser.parse(frame)["flow_hash"]
+        tenant = {"metered": 0, "web": 1, "good": 1}.get(what)
+        assert tenant is not None and int(tags["tenant"][k]) == tenant, (what, key)
+        if key[0] != 2 and model.redirects(tenant, flow_hash):
+            assert redirect[k] == 1, f"{what} packet {key} was not redirected"
+            want = encapsulate(frame, DATA_WIDTH, model.peer(tenant, flow_hash), NIC_ID, key[0])
+            assert packet.data == want, key
         else:
             assert redirect[k] == 0, f"{what} packet {key} left as a rack frame"
             inner = decapsulate(frame, DATA_WIDTH, NIC_ID) if key[0] == 2 else frame
-            assert what in ("web", "good") and int(tags["tenant"][k]) == 1, (what, key)
+            assert what in ("web", "good"), (what, key)
             result, meta = web_model.process(inner, parser.parse(inner))
             assert not meta["drop"] and packet.data == result, f"{what} {key} differs"
     # What did not come out was dropped and counted: by the web chain's ACL (the model says
@@ -162,6 +172,8 @@ def test_redirect_and_rack_port_against_the_models(device, plane):
     acl = queued = 0
     for frame, what in missing:
         assert what in ("web", "good", "stray"), f"a {what} packet was lost"
+        if what == "web":
+            assert not model.redirects(1, parser.parse(frame)["flow_hash"]), "lost redirect"
         if what in ("web", "good"):
             inner = decapsulate(frame, DATA_WIDTH, NIC_ID) if what == "good" else frame
             if web_model.process(inner, parser.parse(inner))[1]["drop"]:
@@ -185,11 +197,14 @@ def test_redirect_and_rack_port_against_the_models(device, plane):
         model.receive(frame)
     for port in (0, 1):
         for frame, what in frames[port]:
-            if what == "metered":
-                model.send(0, frame, port)
+            if what in ("metered", "web"):
+                model.send(0 if what == "metered" else 1, frame, port,
+                           parser.parse(frame)["flow_hash"])
     got = {name: _run(regs.read("rack", name)) for name in model.counters()}
     assert got == model.counters()
     assert got["rx_bad"] > 0 and got["rx"] > 0 and got["t0_redirected"] > 0
+    assert 0 < got["t1_redirected"] < sum(1 for p in (0, 1) for _, w in frames[p] if w == "web")
+    _run(regs.write("rack", "redirect_enable", 0))
 
 
 def test_redirect_choice_holds_for_a_whole_packet(device, plane):
@@ -202,6 +217,7 @@ def test_redirect_choice_holds_for_a_whole_packet(device, plane):
     if 1 not in plane.deployed:
         _run(plane.deploy("chains/web.toml", 1))
     _run(regs.write("rack", "t1_peer", PEER))
+    _run(regs.write("rack", "t1_buckets", 0xFFFF))
     frames = [tag_frame(f, parser.parse(f), 100)
               for f in chain_traffic(web, 200, 12, 0.0, (400, 1500), HEADER_BYTES)]
     start = device.ingress_cycles(0)

@@ -7,7 +7,7 @@ A whole packet goes at a time, sources taken in turn (round robin from the one a
 served), so neither endpoint traffic nor a redirected tenant can starve the other. A source is
 chosen when its first beat is offered and kept until its last is taken: ``valid`` never drops
 under an offered beat. A redirected packet first gets the header beats, built from its tag
-(tenant -> ``t<t>_peer``, ingress port) and ``nic_id``; its tag leaves with ``redirect`` set.
+(tenant and flow bucket -> ``t<t>_peer`` or ``t<t>_peer2``, ingress port) and ``nic_id``; its tag leaves with ``redirect`` set.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
@@ -15,8 +15,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..csr.block import csr_signature
-from ...desc.nic.rack import (MAC_PREFIX, RACK_ETHERTYPE, RACK_VERSION, header_beats,
-                              rack_block)
+from ...desc.nic.rack import (BUCKET_BITS, BUCKETS, MAC_PREFIX, RACK_ETHERTYPE, RACK_VERSION,
+                              header_beats, rack_block)
 from ...desc.nic.shape import NicShape
 from .layout import NicPacketSignature
 
@@ -36,7 +36,8 @@ class RackEgress(wiring.Component):
         sig = NicPacketSignature(shape)
         members = {"i": In(sig), "o": Out(sig),
                    "csr": Out(csr_signature(rack_block(shape).registers)),
-                   "enable": Out(shape.tenants), "nic_id": Out(8),
+                   "enable": Out(shape.tenants), "buckets": Out(shape.tenants * BUCKETS),
+                   "nic_id": Out(8),
                    "rx_took": In(1), "rx_bad": In(1)}
         for p in range(shape.endpoint_ports):
             members[f"r{p}"] = In(sig)
@@ -49,7 +50,9 @@ class RackEgress(wiring.Component):
         hbeats = header_beats(dw)
         sources = [self.i] + [getattr(self, f"r{p}") for p in range(shape.endpoint_ports)]
         n = len(sources)
-        m.d.comb += [self.enable.eq(csr.redirect_enable), self.nic_id.eq(csr.nic_id)]
+        m.d.comb += [self.enable.eq(csr.redirect_enable), self.nic_id.eq(csr.nic_id),
+                     self.buckets.eq(Cat(getattr(csr, f"t{t}_buckets")
+                                         for t in range(shape.tenants)))]
 
         locked = Signal()           # a source is chosen: its packet is under way or offered
         owner = Signal(range(n))
@@ -74,11 +77,17 @@ class RackEgress(wiring.Component):
         in_header = redirect & (hbeat < hbeats)
 
         peers = Array(getattr(csr, f"t{t}_peer") for t in range(shape.tenants))
+        peers2 = Array(getattr(csr, f"t{t}_peer2") for t in range(shape.tenants))
+        second = Array(getattr(csr, f"t{t}_peer2_buckets") for t in range(shape.tenants))
         tenant, port_byte = Signal(shape.tenant_bits), Signal(8)
+        bucket, peer = Signal(BUCKET_BITS), Signal(8)
         m.d.comb += [tenant.eq(Array(s.p.meta.tag.tenant for s in sources)[sel]),
-                     port_byte.eq(Array(s.p.meta.tag.port for s in sources)[sel])]
+                     port_byte.eq(Array(s.p.meta.tag.port for s in sources)[sel]),
+                     bucket.eq(Array(s.p.meta.hdr.flow_hash[:BUCKET_BITS] for s in sources)[sel]),
+                     peer.eq(Mux(second[tenant].bit_select(bucket, 1), peers2[tenant],
+                                 peers[tenant]))]
         header = Signal(hbeats * dw)
-        m.d.comb += header.eq(_bytes(*MAC_PREFIX, peers[tenant], *MAC_PREFIX, csr.nic_id,
+        m.d.comb += header.eq(_bytes(*MAC_PREFIX, peer, *MAC_PREFIX, csr.nic_id,
                                      RACK_ETHERTYPE >> 8, RACK_ETHERTYPE & 0xFF, RACK_VERSION,
                                      port_byte))
         m.d.comb += [

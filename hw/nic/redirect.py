@@ -1,5 +1,6 @@
 """The redirect action after an endpoint port's classifier (:mod:`supernic.desc.nic.rack`): a
-packet of a tenant whose bit is set in ``enable`` goes out on ``r``, toward the rack egress
+packet of a tenant whose bit is set in ``enable``, in one of the flow buckets set for the
+tenant in ``buckets`` (16 bits a tenant), goes out on ``r``, toward the rack egress
 (:mod:`.rack_egress`), instead of on ``o`` to the tenant queues.
 
 The choice is made on a packet's first beat and kept for the rest of it. While a first beat
@@ -12,6 +13,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ...desc.nic.rack import BUCKET_BITS, BUCKETS
 from ...desc.nic.shape import NicShape
 from .layout import NicPacketSignature
 
@@ -23,7 +25,8 @@ class RedirectSplit(wiring.Component):
         self.shape = shape
         sig = NicPacketSignature(shape)
         super().__init__({"i": In(sig), "o": Out(sig), "r": Out(sig),
-                          "enable": In(shape.tenants)})
+                          "enable": In(shape.tenants),
+                          "buckets": In(shape.tenants * BUCKETS)})
 
     def elaborate(self, platform):
         m = Module()
@@ -31,7 +34,10 @@ class RedirectSplit(wiring.Component):
         frozen = Signal()           # a first beat was offered and not yet taken
         held = Signal()             # the choice for the rest of the packet
         chosen = Signal()
-        wanted = self.enable.bit_select(self.i.p.meta.tag.tenant, 1)
+        tenant = self.i.p.meta.tag.tenant
+        bucket = self.i.p.meta.hdr.flow_hash[:BUCKET_BITS]
+        wanted = (self.enable.bit_select(tenant, 1)
+                  & self.buckets.word_select(tenant, BUCKETS).bit_select(bucket, 1))
         m.d.comb += [
             chosen.eq(Mux(first & ~frozen, wanted, held)),
             self.o.p.eq(self.i.p), self.r.p.eq(self.i.p),

@@ -123,7 +123,7 @@ class MultiTenantNic(wiring.Component):
                 wiring.connect(m, classifier.o, split.i)
                 wiring.connect(m, split.o, sched.i[p])
                 wiring.connect(m, split.r, getattr(rack, f"r{p}"))
-                m.d.comb += split.enable.eq(rack.enable)
+                m.d.comb += [split.enable.eq(rack.enable), split.buckets.eq(rack.buckets)]
             else:
                 wiring.connect(m, classifier.o, sched.i[p])
             wiring.connect(m, getattr(csr.fields, f"classifier{p}"), classifier.csr)

@@ -1,8 +1,8 @@
 """Model of the rack port and the redirect action (hw/nic/redirect.py, rack_egress.py,
 rack_ingress.py; the frame format is :mod:`supernic.desc.nic.rack`)."""
 
-from ...desc.nic.rack import (HEADER_BYTES, RACK_ETHERTYPE, RACK_VERSION, header_beats,
-                              nic_mac, rack_header)
+from ...desc.nic.rack import (BUCKETS, HEADER_BYTES, RACK_ETHERTYPE, RACK_VERSION,
+                              header_beats, nic_mac, rack_header)
 
 __all__ = ["RackPortModel", "encapsulate", "decapsulate"]
 
@@ -32,19 +32,29 @@ class RackPortModel:
         self.data_width, self.nic_id = data_width, nic_id
         self.enable = 0
         self.peers = [0] * tenants
+        self.peers2 = [0] * tenants
+        self.buckets = [(1 << BUCKETS) - 1] * tenants
+        self.peer2_buckets = [0] * tenants
         self.redirected = [0] * tenants
         self.rx = self.rx_bad = 0
 
-    def redirects(self, tenant):
-        return bool(self.enable >> tenant & 1)
+    def redirects(self, tenant, flow_hash):
+        bucket = flow_hash % BUCKETS
+        return bool(self.enable >> tenant & 1 and self.buckets[tenant] >> bucket & 1)
 
-    def send(self, tenant, frame, port):
-        """A classified packet of ``tenant`` from endpoint ``port``: its rack frame if the
-        tenant is redirected, else ``None`` (it goes to the tenant's queue)."""
-        if not self.redirects(tenant):
+    def peer(self, tenant, flow_hash):
+        second = self.peer2_buckets[tenant] >> (flow_hash % BUCKETS) & 1
+        return self.peers2[tenant] if second else self.peers[tenant]
+
+    def send(self, tenant, frame, port, flow_hash):
+        """A classified packet of ``tenant`` (its parser's ``flow_hash``) from endpoint
+        ``port``: its rack frame if it is redirected, else ``None`` (it goes to the tenant's
+        queue)."""
+        if not self.redirects(tenant, flow_hash):
             return None
         self.redirected[tenant] += 1
-        return encapsulate(frame, self.data_width, self.peers[tenant], self.nic_id, port)
+        return encapsulate(frame, self.data_width, self.peer(tenant, flow_hash), self.nic_id,
+                           port)
 
     def receive(self, frame):
         inner = decapsulate(frame, self.data_width, self.nic_id)

@@ -7,8 +7,12 @@ A NIC built with ``nic.rack = true`` has one more ingress port, the **rack port*
 
 * **Redirect.** With its bit set in ``redirect_enable``, a tenant's packets from the endpoint
   ports leave right after their classifier, past the queues and regions, encapsulated toward
-  the peer in ``t<t>_peer`` and counted in ``t<t>_redirected``. Their NIC tag has ``redirect``
-  set, so what is behind ``m_axis`` knows they go to the rack.
+  a peer and counted in ``t<t>_redirected``. Their NIC tag has ``redirect`` set, so what is
+  behind ``m_axis`` knows they go to the rack. A packet's **bucket** is the low four bits of
+  its flow hash (as the scheduler's flow table: one flow, one bucket, so per-flow order
+  holds): only the buckets set in ``t<t>_buckets`` are redirected (all at reset), and those
+  set in ``t<t>_peer2_buckets`` go to ``t<t>_peer2`` instead of ``t<t>_peer``: one tenant's
+  flows can be spread over two peers.
 * **Rack frame.** The original frame behind a header of whole beats (no byte shifting, so the
   header costs no shifter in gateware): a 14-byte Ethernet header whose destination MAC names
   the peer and whose source names this NIC (``02:53:4e:49:43:<id>``, locally administered,
@@ -26,7 +30,7 @@ A NIC built with ``nic.rack = true`` has one more ingress port, the **rack port*
 from ..registers import R, RW, Register, RegisterBlock
 from .shape import NicShape
 
-__all__ = ["RACK_TYPE", "RACK_ETHERTYPE", "RACK_VERSION", "MAC_PREFIX", "rack_block",
+__all__ = ["BUCKETS", "BUCKET_BITS", "RACK_TYPE", "RACK_ETHERTYPE", "RACK_VERSION", "MAC_PREFIX", "rack_block",
            "header_beats", "rack_header", "nic_mac"]
 
 RACK_TYPE = 0x5241434B    # 'RACK'
@@ -38,6 +42,9 @@ RACK_VERSION = 1
 MAC_PREFIX = bytes([0x02, 0x53, 0x4E, 0x49, 0x43])
 #: Bytes of the header that mean something: Ethernet (14), version, port.
 HEADER_BYTES = 16
+#: Flow buckets of the redirect: the low bits of the parser's flow hash.
+BUCKETS = 16
+BUCKET_BITS = 4
 
 
 def header_beats(data_width):
@@ -71,6 +78,12 @@ def rack_block(shape: NicShape):
     for t in range(shape.tenants):
         regs += [Register(f"t{t}_peer", 8, RW, doc=f"Tenant {t}: the NIC it is redirected to"),
                  Register(f"t{t}_redirected", 64, R,
-                          doc=f"Tenant {t}: packets sent to its peer")]
+                          doc=f"Tenant {t}: packets sent to its peers"),
+                 Register(f"t{t}_buckets", BUCKETS, RW, reset=(1 << BUCKETS) - 1,
+                          doc=f"Tenant {t}: the flow buckets redirected"),
+                 Register(f"t{t}_peer2", 8, RW,
+                          doc=f"Tenant {t}: the second peer, for its buckets below"),
+                 Register(f"t{t}_peer2_buckets", BUCKETS, RW,
+                          doc=f"Tenant {t}: the flow buckets redirected to t{t}_peer2")]
     return RegisterBlock("rack", RACK_TYPE, 0x0001_0000, regs,
                          doc="The rack port and the redirect action")

@@ -224,8 +224,8 @@ def _rack_with_second_metered_tenant(tmp_path, keys):
     variant = tmp_path / "metered_erin.toml"
     variant.write_text(Path("chains/metered.toml").read_text().replace(
         "keys = [10, 20]", f"keys = {keys}"))
-    text = Path(RACK).read_text().replace('design = "nic_test.toml"',
-                                          f'design = "{Path("tests/data/nic_test.toml").resolve()}"')
+    text = Path(RACK).read_text().replace('design = "nic_rack.toml"',
+                                          f'design = "{Path("tests/data/nic_rack.toml").resolve()}"')
     text += (f'\n[[tenant]]\nname = "erin"\nchain = "{variant}"\nendpoint = "h1"\n'
              f'nic = "nic1"\ninstances = 2\n')
     (tmp_path / "rack.toml").write_text(text)

@@ -17,6 +17,9 @@ import traceback
 
 from ...desc.chain import load_chain
 from ...desc.config import load_config
+from ...desc.meta import field_offsets
+from ...desc.nic.rack import BUCKETS
+from ...desc.nic.shape import NicShape
 from ...driver.control import ControlPlane
 from ...driver.migration import configuration_registers
 from ...driver.state import RegionState
@@ -32,7 +35,8 @@ __all__ = ["NicNode", "OPERATIONS"]
 POLL_TIMEOUT = 3600.0
 
 #: The operations a node runs (``NicNode.op_<name>``).
-OPERATIONS = ("deploy", "undeploy", "capture", "prepare", "restore", "status", "read")
+OPERATIONS = ("deploy", "undeploy", "capture", "prepare", "restore", "status", "read", "write",
+              "report", "drain", "redirect", "scale_out_restore")
 
 
 class NicNode:
@@ -57,7 +61,14 @@ class NicNode:
 
     def info(self):
         cfg = self.description["config"]
-        return {"name": self.name, "ports": cfg["ports"], "tenants": cfg["tenants"],
+        rack = bool(cfg.get("rack"))
+        redirect = None
+        if rack:
+            shape = NicShape.from_description(self.description)
+            redirect = field_offsets(shape.nic_fields())["tag.redirect"][0]
+        return {"name": self.name, "ports": self.device.port_count,
+                "endpoint_ports": cfg["ports"], "rack_port": cfg["ports"] if rack else None,
+                "redirect_offset": redirect, "tenants": cfg["tenants"],
                 "data_width": cfg["data_width"], "header_bytes": cfg["header_bytes"],
                 "regions": [[p["name"] for p in r] for r in self.description["regions"]],
                 "description": self.description}
@@ -130,8 +141,79 @@ class NicNode:
         """``[(block, register)]`` read in one go: ``{"block.register": value}``."""
         return {f"{b}.{r}": await self.plane.read(b, r) for b, r in registers}
 
+    async def op_write(self, values):
+        """``{"block.register": value}`` written in order."""
+        for name, value in values.items():
+            block, reg = name.rsplit(".", 1)
+            await self.plane.regs.write(block, reg, value)
+        return {}
+
+    async def op_report(self):
+        """What this sNIC tells its peers (SuperNIC's resource reports): free regions per
+        chain, and per deployed tenant its queue drops, packets enqueued and backlog."""
+        await self.plane.refresh()
+        used = {r for rec in self.plane.deployed.values() for r, _ in rec.placements()}
+        free = {}
+        for r, personalities in enumerate(self.description["regions"]):
+            if r not in used:
+                for p in personalities:
+                    free[p["name"]] = free.get(p["name"], 0) + 1
+        tenants = {}
+        for t in self.plane.deployed:
+            tenants[t] = {k: await self.plane.read("scheduler", f"t{t}_{k}")
+                          for k in ("queue_drops", "enqueued", "backlog_beats")}
+        return {"free": free, "tenants": tenants}
+
+    async def op_drain(self, tenant):
+        """Wait until none of ``tenant``'s packets is queued or in flight here."""
+        await self._drained(tenant)
+        return {}
+
+    async def op_redirect(self, tenant, peers):
+        """Point ``tenant``'s redirect at ``peers``: ``[(peer id, buckets)]``, at most two
+        (``[]``: no redirect). The buckets of the first peer are the tenant's redirected
+        buckets not given to the second."""
+        if len(peers) > 2:
+            raise ValueError(f"a tenant is redirected to at most two peers, not {len(peers)}")
+        regs = self.plane.regs
+        enable = await regs.read("rack", "redirect_enable")
+        everything = 0
+        for _, buckets in peers:
+            everything |= buckets
+        writes = {f"t{tenant}_buckets": everything or (1 << BUCKETS) - 1,
+                  f"t{tenant}_peer": peers[0][0] if peers else 0,
+                  f"t{tenant}_peer2": peers[1][0] if len(peers) > 1 else 0,
+                  f"t{tenant}_peer2_buckets": peers[1][1] if len(peers) > 1 else 0}
+        # Off while the buckets change, so no packet sees half of it.
+        await regs.write("rack", "redirect_enable", enable & ~(1 << tenant))
+        for reg, value in writes.items():
+            await regs.write("rack", reg, value)
+        if peers:
+            await regs.write("rack", "redirect_enable", enable | 1 << tenant)
+        return {}
+
+    async def op_scale_out_restore(self, tenant, moved):
+        """Give ``tenant`` one more instance here, in a free region of its chain, holding
+        ``moved`` (what :meth:`op_capture` returned on a peer): the state comes back with the
+        chain. The tenant's packets must be held meanwhile (the rack pauses it)."""
+        await self.plane.refresh()
+        record = self.plane.deployed[tenant]
+        chain = moved["snapshot"]["personality"]
+        hosts = [r for r in self.plane.free_regions()
+                 if any(p["name"] == chain for p in self.description["regions"][r])]
+        if not hosts:
+            raise ValueError(f"{self.name} has no free region for {chain!r}")
+        region = hosts[0]
+        await self.plane.scale_out(tenant, region)
+        result = await self.op_restore(region, moved)
+        return {**result, "regions": list(record.regions) + [region]}
+
     async def op_status(self):
-        return await read_status(self.bus, self.description)
+        status = await read_status(self.bus, self.description)
+        if ("rack", "rx") in self.plane.regs:
+            status["rack"] = {name: await self.plane.read("rack", name)
+                              for name in ("rx", "rx_bad")}
+        return status
 
     async def _drained(self, tenant):
         async def empty():
@@ -139,7 +221,7 @@ class NicNode:
                     and await self.plane.read("scheduler", f"t{tenant}_in_flight") == 0)
         await self.plane.regs.poll(f"tenant {tenant}'s packets to leave", empty)
 
-    async def op_capture(self, tenant):
+    async def op_capture(self, tenant, region=None):
         """The state of deployed ``tenant``'s one region, for a move to another device: wait
         until none of its packets is queued or in flight (the rack holds its new ones), stop
         the region at a packet boundary, capture every state word and its NTs' configuration
@@ -148,10 +230,10 @@ class NicNode:
         record = self.plane.deployed.get(tenant)
         if record is None:
             raise ValueError(f"tenant {tenant} is not deployed on {self.name}")
-        if len(record.regions) != 1:
+        if region is None and len(record.regions) != 1:
             raise ValueError(f"tenant {tenant} runs {len(record.regions)} instances on "
                              f"{self.name}; a move between devices takes one")
-        region = record.regions[0]
+        region = record.regions[0] if region is None else region
         await self._drained(tenant)
         state = RegionState(self.bus, self.description, region, self.bus.wait, POLL_TIMEOUT)
         await state.suspend(at_boundary=True)
@@ -175,6 +257,8 @@ class NicNode:
         """Load ``moved`` (what :meth:`op_capture` returned on another NIC of the same design)
         into stopped ``region``: the NTs' configuration registers, then the state; resume."""
         state = RegionState(self.bus, self.description, region, self.bus.wait, POLL_TIMEOUT)
+        if not await state.stopped():
+            await state.suspend(at_boundary=False)     # its tenant is held and drained
         for name, value in moved["config"].items():
             block, reg = name.rsplit(".", 1)
             await self.plane.regs.write(f"r{region}_{block}", reg, value)

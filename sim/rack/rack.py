@@ -128,6 +128,8 @@ class _Tenant:
         self.regions = []           # [(nic name, region)]
         self.held = None            # a deque of packets held in the switch, during a move
         self.pause = None           # the Link paced packets leave the hold by
+        self.redirect_base = {}     # nic -> its slot's redirected count when deployed there
+        self.redirects = []         # in a pool: [(peer, flow buckets)] its home sends there
         self.lost = False
 
 
@@ -180,10 +182,37 @@ class Rack:
         self.delivered = []         # (id, endpoint, arrival cycle, nic)
         self.nic_outputs = 0
         self.late = 0               # packets that reached a NIC after their cycle (must stay 0)
+        self.policy = None          # a PoolPolicy (sim/rack/pool.py), ticked by run()
+        self._in_policy = False
         self.lost_packets = 0       # sent to a dead NIC, or to a tenant that runs nowhere
         self.lost_ids = set()
         self._flow_hash = {}
         self._parser = ParserModel(max(i["header_bytes"] for i in infos.values()))
+        # The intermediate pool (module docstring): endpoints hang off their home sNIC, the
+        # sNICs off the switch, and redirected packets cross it as rack frames.
+        self.pool = config.topology == "pool"
+        self.nic_ids = {n.name: i for i, n in enumerate(config.nics)}
+        self.nic_by_id = {i: n for n, i in self.nic_ids.items()}
+        self._carry = {}            # id -> the rack frame it crosses the switch in
+        self.redirected_seen = collections.Counter()    # (nic, tenant) -> rack frames out
+        self.unroutable = 0         # rack frames to an sNIC the rack does not have
+        self.attach, self.down = {}, {}
+        if self.pool:
+            bare = [n for n in names if infos[n]["rack_port"] is None]
+            if bare:
+                raise RackRunError(f"rack {config.name} is an intermediate pool, but "
+                                   f"{', '.join(bare)} ha{'s' if len(bare) == 1 else 've'} no "
+                                   f"rack port (build it with nic.rack = true)")
+            taken = collections.Counter()
+            for e in config.endpoints:
+                ports = infos[e.nic]["endpoint_ports"]
+                self.attach[e.name] = (e.nic, taken[e.nic] % ports)
+                taken[e.nic] += 1
+                self.down[e.name] = Link(f"{e.name}.down", e.link_bytes_per_cycle,
+                                         e.link_cycles)
+        for name in names:
+            if infos[name]["rack_port"] is not None:
+                self.call(name, "write", values={"rack.nic_id": self.nic_ids[name]})
 
     # --- Ray ------------------------------------------------------------------------------------
     def _gather(self, calls):
@@ -207,7 +236,7 @@ class Rack:
         self.dead[name] = self.now
         inside = [pid for port in self._pushed[name] for pid in port
                   if pid not in self.outputs]
-        inside += [pid for pid, _ in self._pending[name]]
+        inside += [entry[0] for entry in self._pending[name]]
         self._pending[name] = []
         self.lost_packets += len(inside)
         self.lost_ids.update(inside)
@@ -277,9 +306,11 @@ class Rack:
         """Where ``tenant`` goes: its ``nic`` in rack.toml, else its endpoint's home sNIC if
         it has a free region for the chain, else the sNIC with the most such regions."""
         t = self.tenants[tenant]
+        home = self.config.endpoint(t.entry.endpoint).nic
+        if self.pool:
+            return home     # its endpoint's packets come in there; overload goes to peers
         if t.entry.nic:
             return t.entry.nic
-        home = self.config.endpoint(t.entry.endpoint).nic
         alive = [n for n in self.nics if n not in self.dead]
         if home in alive and len(self.free_regions(home, t.spec.name)) >= t.entry.instances:
             return home
@@ -303,19 +334,35 @@ class Rack:
                            instances=instances or t.entry.instances, weight=t.entry.weight)
         t.instances.append((nic, slot))
         t.regions += [(nic, r) for r in result["regions"]]
+        if self.info[nic]["rack_port"] is not None:
+            base = self.call(nic, "read", registers=[("rack", f"t{slot}_redirected")])
+            t.redirect_base[nic] = sum(base.values())
         return {"tenant": tenant, "nic": nic, "slot": slot, "regions": result["regions"]}
 
     def deploy_all(self):
         return [self.deploy(t) for t in self.tenants if not self.tenants[t].instances]
 
     def undeploy(self, tenant, nic):
+        """Remove ``tenant``'s instance on ``nic``. In a pool, removing it from its home
+        removes it from the rack: its redirect is cleared, then every instance goes (packets
+        still on their way are dropped by the classifiers and counted)."""
         t = self._tenant(tenant)
         slot = dict(t.instances).get(nic)
         if slot is None:
             raise RackRunError(f"tenant {tenant} does not run on {nic}")
-        self.call(nic, "undeploy", tenant=slot)
-        t.instances = [(n, s) for n, s in t.instances if n != nic]
-        t.regions = [(n, r) for n, r in t.regions if n != nic]
+        nics = [nic]
+        if self.pool and nic == self.attach[t.entry.endpoint][0]:
+            if t.redirects:
+                self.call(nic, "redirect", tenant=slot, peers=[])
+                t.redirects = []
+            nics += [n for n, _ in t.instances if n != nic]
+        elif any(n == nic for n, _ in t.redirects):
+            raise RackRunError(f"tenant {tenant}'s home redirects flows to {nic}: move them "
+                               f"back first")
+        for n in nics:
+            self.call(n, "undeploy", tenant=dict(t.instances)[n])
+            t.instances = [(m, s) for m, s in t.instances if m != n]
+            t.regions = [(m, r) for m, r in t.regions if m != n]
 
     def migrate(self, tenant, target):
         """Move ``tenant``'s one instance to sNIC ``target`` with its state, traffic flowing
@@ -377,7 +424,20 @@ class Rack:
 
     def _paced(self, tenant, packet_id, t):
         first, _ = tenant.pause.send(t, len(self.packets[packet_id][1]))
-        self._to_switch(first, "release", packet_id)
+        if self.pool:
+            self._at_home(packet_id, first)
+        else:
+            self._to_switch(first, "release", packet_id)
+
+    def _at_home(self, packet_id, t):
+        """In a pool: a packet reaches its endpoint's home sNIC at cycle ``t``."""
+        tenant = self.tenants[self.packets[packet_id][0]]
+        home, port = self.attach[tenant.entry.endpoint]
+        if home in self.dead or not tenant.instances:
+            self.lost_packets += 1
+            self.lost_ids.add(packet_id)
+            return
+        self._arrive(packet_id, t, home, port, self.packets[packet_id][1])
 
     def _tenant(self, name):
         if name not in self.tenants:
@@ -388,7 +448,7 @@ class Rack:
         """Whether a packet of ``tenant`` sent to ``nic`` may not have reached its queues
         yet: on its way, waiting at its port, or accepted less than the cycles its beats and
         the parser and classifier take (a bound: :data:`SETTLE_CYCLES` after its last beat)."""
-        if any(self.packets[pid][0] == tenant for pid, _ in self._pending[nic]):
+        if any(self.packets[entry[0]][0] == tenant for entry in self._pending[nic]):
             return True
         beat = self.info[nic]["data_width"] // 8
         for port in self._pushed[nic]:
@@ -437,13 +497,16 @@ class Rack:
     def _to_nic(self, packet_id, t, nic):
         """The switch sends packet ``packet_id`` (at the switch at ``t``) to ``nic``."""
         tenant = self.tenants[self.packets[packet_id][0]]
-        port = tenant.index % self.info[nic]["ports"]
+        port = tenant.index % self.info[nic]["endpoint_ports"]
         frame = self.packets[packet_id][1]
         arrival = self.switch.forward(t, f"{nic}.{port}", len(frame))
         if arrival is None:
             return              # dropped at the switch, counted on its port
+        self._arrive(packet_id, arrival[0], nic, port, frame)
+
+    def _arrive(self, packet_id, at, nic, port, frame):
         self.packets[packet_id][3:5] = [nic, port]
-        self._pending[nic].append((packet_id, arrival[0]))
+        self._pending[nic].append((packet_id, at, port, frame))
 
     def _switch_until(self, horizon):
         """Forward every packet that reaches the switch before ``horizon``."""
@@ -462,6 +525,18 @@ class Rack:
                 else:
                     nics = sorted(n for n, _ in tenant.instances)
                     self._to_nic(packet_id, t, nics[self._hash(record[1]) % len(nics)])
+            elif kind == "rack":    # a redirected packet, to the peer the frame names
+                peer = self.nic_by_id.get(self._carry[packet_id][5])
+                if peer is None or peer in self.dead:
+                    self.unroutable += 1
+                    self.lost_packets += 1
+                    self.lost_ids.add(packet_id)
+                    continue
+                port = self.info[peer]["rack_port"]
+                frame = self._carry.pop(packet_id)
+                arrival = self.switch.forward(t, f"{peer}.{port}", len(frame))
+                if arrival is not None:
+                    self._arrive(packet_id, arrival[0], peer, port, frame)
             else:   # a NIC's output, back to the tenant's endpoint
                 arrival = self.switch.forward(t, tenant.entry.endpoint,
                                                len(self.outputs[packet_id]))
@@ -477,7 +552,14 @@ class Rack:
             tenant = self.tenants[self.packets[packet_id][0]]
             link = self.up[tenant.entry.endpoint]
             first, _ = link.send(at, len(self.packets[packet_id][1]))
-            self._to_switch(first, "offer", packet_id)
+            if not self.pool:
+                self._to_switch(first, "offer", packet_id)
+            elif tenant.held is not None:
+                tenant.held.append((packet_id, first))      # paused at its endpoint
+            elif tenant.pause is not None and tenant.pause.free > first:
+                self._paced(tenant, packet_id, first)
+            else:
+                self._at_home(packet_id, first)
         # NIC outputs are known up to ``start``; they reach the switch no sooner than a NIC
         # link's latency later. Endpoints' offers are known up to ``end``.
         nic_horizon = start + min(n.link_cycles for n in self.config.nics)
@@ -487,11 +569,10 @@ class Rack:
             if name in self.dead:
                 continue
             arrivals = []
-            for packet_id, at in self._pending[name]:
-                port = self.packets[packet_id][4]
+            for packet_id, at, port, frame in self._pending[name]:
                 if at < start:
                     self.late += 1      # would arrive in the NIC's past: the window is too long
-                arrivals.append((port, self.packets[packet_id][1], at))
+                arrivals.append((port, frame, at))
                 self._pushed[name][port].append(packet_id)
             self._pending[name] = []
             ops, self._ops[name] = self._ops[name], []
@@ -524,16 +605,44 @@ class Rack:
             if packet_id is None:
                 raise RackRunError(f"{nic} delivered a packet (port {port}, seq {seq}) the "
                                    f"rack never sent it")
-            self.outputs[packet_id] = packet.data
             self.nic_outputs += 1
+            offset = self.info[nic]["redirect_offset"]
+            if offset is not None and packet.first_user >> offset & 1:
+                self._carry[packet_id] = packet.data
+                self.redirected_seen[(nic, self.packets[packet_id][0])] += 1
+                _, last = link.send(packet.last_cycle, len(packet.data))
+                self._to_switch(last, "rack", packet_id, nic)
+                continue
+            self.outputs[packet_id] = packet.data
+            endpoint = self.tenants[self.packets[packet_id][0]].entry.endpoint
+            if self.pool and self.attach[endpoint][0] == nic:
+                # From its home sNIC an output goes straight down the endpoint's link.
+                _, last = self.down[endpoint].send(packet.last_cycle, len(packet.data))
+                self.delivered.append((packet_id, endpoint, last, nic))
+                continue
             _, last = link.send(packet.last_cycle, len(packet.data))
             self._to_switch(last, "output", packet_id, nic)
 
+    def busy_toward(self, tenant, nic):
+        """Whether a rack frame of ``tenant`` is still on its way across the switch."""
+        return any(kind == "rack" and self.packets[pid][0] == tenant
+                   for _, _, kind, pid, _ in self._events)
+
+    def _policy_tick(self):
+        policy = self.policy
+        if policy is not None and not self._in_policy and policy.due(self.now):
+            self._in_policy = True
+            try:
+                policy.tick()
+            finally:
+                self._in_policy = False
+
     def run(self, cycles):
-        """Run ``cycles`` more cycles (whole windows)."""
+        """Run ``cycles`` more cycles (whole windows), letting the policy act when due."""
         end = self.now + cycles
         while self.now < end:
             self.step()
+            self._policy_tick()
 
     def busy(self):
         """Packets offered, at the switch or on their way to an endpoint."""
@@ -548,6 +657,7 @@ class Rack:
         seen = (len(self.delivered), self.nic_outputs)
         while self.now - start < max_cycles:
             self.step()
+            self._policy_tick()
             now = (len(self.delivered), self.nic_outputs)
             if now != seen or self.busy():
                 seen, last = now, self.now
@@ -580,6 +690,7 @@ class Rack:
                          for t in s["tenants"])
             drops += s.get("store", {}).get("drops", 0) + s.get("store", {}).get(
                 "stall_drops", 0)
+            drops += s.get("rack", {}).get("rx_bad", 0)
             nic_drops[name] = drops
         sent = len(self.packets)
         delivered = len(self.delivered)

@@ -272,6 +272,7 @@ from .bench_build import build_bench, build_show  # noqa: E402
 from .formal import formal_bench, formal_show  # noqa: E402
 from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
                         scaling_bench, scaling_show)
+from .bench_rack import rack_bench, rack_show  # noqa: E402
 
 BENCHMARKS = {
     "parser": Benchmark(
@@ -317,6 +318,11 @@ BENCHMARKS = {
         "frames) through the parser on the virtual device and the model, every metadata "
         "field compared, and 100,000 through the whole NIC, every frame delivered or counted",
         _fuzz_bench, _fuzz_show),
+    "rack": Benchmark(
+        "the rack of sNICs on Ray: regions needed alone vs pooled over bursty, weakly "
+        "correlated endpoint loads (consolidation); the latency and throughput cost of a "
+        "redirect; simulated rack cycles/s with 1, 2, 4, 8 sNIC actors vs one sNIC alone",
+        rack_bench, rack_show),
     "formal": Benchmark(
         "formal proofs (YoWASP Yosys, yosys-smtbmc with Boolector): the stream contract of "
         "the fork, the join, the region link (and its latch) and every NT; the scheduler's "

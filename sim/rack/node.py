@@ -94,9 +94,9 @@ class NicNode:
             self.device.run(left)
         accepted = []
         for port in range(self.device.port_count):
-            cycles = self.device.ingress_cycles(port)
-            accepted.append(cycles[self._accepted[port]:])
-            self._accepted[port] = len(cycles)
+            cycles = self.device.ingress_cycles(port, self._accepted[port])
+            accepted.append(cycles)
+            self._accepted[port] += len(cycles)
         finished, self._finished = self._finished, []
         return self.device.pop(), accepted, finished
 

@@ -180,13 +180,15 @@ class VirtualDevice:
     def cycle(self):
         return self._lib.vdev_cycle(self._live())
 
-    def ingress_cycles(self, port=0):
+    def ingress_cycles(self, port=0, start=0):
         """The cycle each packet pushed on ``port`` since the last reset had its first beat
-        accepted, in push order (packets not yet started are missing)."""
+        accepted, in push order (packets not yet started are missing), from the ``start``-th
+        on (a caller polling as it goes asks only for the new ones)."""
         self._check_port(port)
         n = self._lib.vdev_accept_count(self._live(), port)
-        out = (ctypes.c_uint64 * n)()
-        self._lib.vdev_accept_cycles(self._handle, port, 0, out)
+        start = min(max(0, start), n)
+        out = (ctypes.c_uint64 * (n - start))()
+        self._lib.vdev_accept_cycles(self._handle, port, start, out)
         return list(out)
 
     def pop(self):

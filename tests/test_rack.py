@@ -253,3 +253,33 @@ def test_moves_and_deploys_that_cannot_be_done_are_refused(ray_session, tmp_path
         rack.deploy("alice", "nic2")
         with pytest.raises(RackRunError, match="runs on 2 sNICs"):
             rack.migrate("alice", "nic1")
+
+
+# --- the CLI -----------------------------------------------------------------------------------
+def _snic(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "supernic.driver.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_snic_rack_check_and_run():
+    """`snic rack check` prints the description in cycles; `snic rack run --local --json`
+    runs the test rack to the end and its account balances; a flow for a tenant the rack does
+    not have, or one without TENANT:, is refused in one line with exit 2."""
+    import json
+    out = _snic("rack", "check", "chains/racks/pool.toml")
+    assert out.returncode == 0 and "lockstep window 150 cycles" in out.stdout
+    run = _snic("rack", "run", RACK, "--local", "--cycles", 3000, "--json",
+                "--flow", "bob:rate=0.8,size=imix")
+    assert run.returncode == 0, run.stderr[-2000:]
+    summary = json.loads(run.stdout)
+    assert summary["account"]["balanced"] and summary["account"]["sent"] > 0
+    assert summary["tenants"]["bob"]["delivered"] > 0
+    assert {p["tenant"]: p["nic"] for p in summary["placed"]} == {
+        "alice": "nic0", "bob": "nic1", "carol": "nic2"}
+    for flow, message in (("zed:rate=1", "--flow names tenant 'zed'"),
+                          ("rate=1", "give TENANT:SPEC")):
+        bad = _snic("rack", "run", RACK, "--local", "--flow", flow)
+        assert bad.returncode == 2 and message in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1

@@ -4,6 +4,7 @@
     snic lint  [--config FILE]                verilator --lint-only -Wall on the generated design
     snic demo  [--packets N]                  generate, simulate, compare with the model, report
     snic bench [NAME] [--json]                list benchmarks, or run one
+    snic sweep NAME --grid P=V1,V2 [...]      a benchmark over a grid, each point a Ray task
     snic resources [KIND ...] [--json]        LUT/FF/BRAM/DSP per NT from YoWASP Yosys
     snic device serve [--config FILE] [--socket PATH | --port N]   serve a virtual device
     snic device serve --mmap BAR --regmap JSON   serve a board's registers (same access rules)
@@ -19,6 +20,8 @@
     snic traffic --flow tenant=T,rate=R,size=S ... | --replay IN.pcap  [--out OUT.pcap]
                                               traffic through the served NIC; --record RUN.json
     snic stats RUN.json [--plot FILE.png]     throughput, latency, fairness of a traffic run
+    snic rack check|run RACK.toml [--flow TENANT:SPEC] [--ray-address A]
+                                              a rack of sNICs on Ray (sim/rack)
 
 A connection to a served device presents a token: the operator's from the file beside the
 socket, a tenant's (written by snic deploy) from $SNIC_TOKEN_FILE (sw/driver/access.py).
@@ -130,6 +133,26 @@ def cmd_bench(args):
     else:
         BENCHMARKS[args.name].show(result, console)
     return 0
+
+
+def cmd_sweep(args):
+    """A benchmark over a grid of parameters, each point one Ray task (tools/sweep.py): one
+    JSON file and one PNG plot. Bad input is refused (one line) before Ray starts."""
+    from ..cache import cache_root
+    from ..tools.sweep import run_sweep, show_sweep, show_sweeps, sweep_request
+    if not args.name:
+        show_sweeps(_console())
+        return 0
+    request = sweep_request(args.name, args.grid or [], figure=args.figure, quick=args.quick)
+    out = args.out if args.out is not None else cache_root() / "sweeps"
+    doc = run_sweep(request, out, address=args.ray_address, console=_console(stderr=True))
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        show_sweep(doc, _console())
+        print(f"json: {doc['json']}")
+        print(f"plot: {doc['plot'] or 'none (no point has the figure ' + doc['figure'] + ')'}")
+    return 1 if any("error" in p for p in doc["points"]) else 0
 
 
 def cmd_fuzz(args):
@@ -574,6 +597,53 @@ def cmd_stats(args):
     return 0
 
 
+def _rack_flows(texts):
+    """``--flow TENANT:SPEC`` arguments as ``{tenant: [Flow]}``."""
+    from .traffic import parse_flow
+    flows = {}
+    for text in texts or ():
+        name, colon, spec = text.partition(":")
+        if not colon or not name:
+            raise SnicError(f"--flow {text!r}: give TENANT:SPEC, as alice:rate=0.5,size=imix")
+        flows.setdefault(name, []).append(parse_flow(f"tenant=0,{spec}" if spec else
+                                                     "tenant=0"))
+    return flows
+
+
+def cmd_rack(args):
+    """A rack of sNICs: its description checked, or a run on Ray (sim/rack)."""
+    from ..desc.rack import load_rack
+    rack = load_rack(args.rack)
+    if args.action == "check":
+        print(f"rack {rack.name} ({rack.topology}): {len(rack.nics)} sNICs, "
+              f"{len(rack.endpoints)} endpoints, {len(rack.tenants)} tenants; clock "
+              f"{rack.clock_mhz:g} MHz, switch {rack.switch_cycles} cycles, lockstep window "
+              f"{rack.lookahead} cycles")
+        for n in rack.nics:
+            print(f"  {n.name}: {n.design}, link {n.link_bytes_per_cycle:g} bytes/cycle, "
+                  f"{n.link_cycles} cycles")
+        for t in rack.tenants:
+            print(f"  tenant {t.name}: {t.chain.stem} from {t.endpoint}"
+                  + (f" on {t.nic}" if t.nic else ""))
+        return 0
+    from ..sim.rack.run import render_rack, run_rack
+    flows = _rack_flows(args.flow)
+    unknown = sorted(set(flows) - {t.name for t in rack.tenants})
+    if unknown:
+        raise SnicError(f"--flow names tenant {unknown[0]!r}, not in rack {rack.name} (its "
+                        f"tenants: {', '.join(t.name for t in rack.tenants)})")
+    console = _console(stderr=args.json)
+    with console.status(f"rack {rack.name}") as status:
+        summary = run_rack(rack, flows, cycles=args.cycles, seed=args.seed,
+                           policy=not args.no_policy, address=args.ray_address,
+                           ray=not args.local, interval=args.interval, progress=status.update)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        render_rack(summary, _console())
+    return 0 if summary["account"]["balanced"] else 1
+
+
 def _control_arguments(p):
     where = p.add_mutually_exclusive_group()
     where.add_argument("--socket", type=Path,
@@ -615,6 +685,22 @@ def main(argv=None):
                    help="nt, transform: comma-separated NT kinds (nt: and chain names) to run; "
                    "formal: property names")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("sweep", help="list sweepable benchmarks, or run one over a grid of "
+                                     "parameters, each point a Ray task")
+    p.add_argument("name", nargs="?", help="fairness or scaling (none: list them)")
+    p.add_argument("--grid", action="append", metavar="P=V1,V2,...",
+                   help="a parameter's values (integers also A..B); repeat for more: the grid "
+                        "is their product")
+    p.add_argument("--figure", help="the figure to plot (default: the benchmark's)")
+    p.add_argument("--out", type=Path,
+                   help="where NAME.json and NAME.png go (default: $SNIC_CACHE/sweeps)")
+    p.add_argument("--json", action="store_true", help="print the sweep's JSON document")
+    p.add_argument("--quick", action="store_true", help="each point as snic bench --quick")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="join this Ray cluster (e.g. auto, ray://head:10001; default: start "
+                        "a Ray on this machine, one CPU per core)")
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("fuzz", help="random and mutated frames through the parser on the "
                        "virtual device and the model, every metadata field compared")
@@ -770,6 +856,27 @@ def main(argv=None):
     p.add_argument("--plot", type=Path, help="write a PNG: throughput, latency CDF, fairness")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("rack", help="a rack of sNICs on Ray: check its rack.toml, or run it")
+    p.add_argument("action", choices=("check", "run"))
+    p.add_argument("rack", type=Path, help="the rack description (rack.toml)")
+    p.add_argument("--flow", action="append",
+                   help="TENANT:SPEC, a flow as snic traffic's without tenant= (rate is a "
+                        "fraction of the tenant's endpoint link); repeat; default for each "
+                        "tenant: rate=0.5,size=64-1500")
+    p.add_argument("--cycles", type=int, default=50_000, help="cycles of traffic offered")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--interval", type=int, default=5_000,
+                   help="cycles between the pool policy's looks at the reports")
+    p.add_argument("--no-policy", action="store_true",
+                   help="an intermediate pool without its redirect policy")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--ray-address", help="join this Ray cluster (default: start a local "
+                                             "Ray)")
+    where.add_argument("--local", action="store_true",
+                       help="every sNIC in this process, no Ray")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_rack)
 
     # `snic resources` hands its arguments to the tool as they are (it has its own parser).
     sub.add_parser("resources", add_help=False,

@@ -20,16 +20,11 @@ from supernic.desc.rack import load_rack
 from supernic.driver.traffic import parse_flow
 from supernic.sim.chain_model import ChainModel
 from supernic.sim.parser_model import ParserModel
-from supernic.sim.rack.pool import PoolControl, PoolPolicy, split_buckets
+from supernic.sim.rack.pool import PoolControl, PoolPolicy
 from supernic.sim.rack.rack import Rack, RackRunError
 
 POOL = "tests/data/rack_pool.toml"
 DATA_WIDTH, HEADER_BYTES = 64, 256
-
-
-def test_split_buckets_deals_in_turn():
-    assert split_buckets(0xFFFF, 2) == [0x5555, 0xAAAA]
-    assert split_buckets(0b1011, 3) == [0b0001, 0b0010, 0b1000]
 
 
 @pytest.fixture(scope="module")

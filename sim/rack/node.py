@@ -12,10 +12,8 @@ operations that finished. Operations run one after another, in the order they we
 
 import asyncio
 import concurrent.futures
-import itertools
 import traceback
 
-from ...desc.chain import load_chain
 from ...desc.config import load_config
 from ...desc.meta import field_offsets
 from ...desc.nic.rack import BUCKETS
@@ -271,13 +269,3 @@ class NicNode:
         self.device.close()
         self.loop.close()
 
-
-_ids = itertools.count()
-
-
-def next_op_id():
-    return next(_ids)
-
-
-def chain_keys(chain):
-    return list(load_chain(chain).keys)

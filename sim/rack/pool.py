@@ -19,20 +19,9 @@ import collections
 from ...desc.nic.rack import BUCKETS
 from .rack import RackRunError
 
-__all__ = ["PoolControl", "PoolPolicy", "split_buckets"]
+__all__ = ["PoolControl", "PoolPolicy"]
 
 ALL = (1 << BUCKETS) - 1
-
-
-def split_buckets(buckets, parts):
-    """``buckets`` (a mask) dealt into ``parts`` masks in turn, lowest bucket first."""
-    out = [0] * parts
-    k = 0
-    for b in range(BUCKETS):
-        if buckets >> b & 1:
-            out[k % parts] |= 1 << b
-            k += 1
-    return out
 
 
 class PoolControl:

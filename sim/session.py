@@ -83,7 +83,11 @@ def task_simulator(kind, data_width, params=None, header_bytes=256, progress=pri
         name, {**description, "yieldable": yieldable},
         lambda: TaskShell(task, data_width, header_bytes, params, yieldable=yieldable),
         description, progress=progress, convert=convert)
-    return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress)
+    # The plain NT's benches drive and read its ports only, so its internals stay private and
+    # Verilator optimises across them; the yield benches reach every flip-flop (they scramble
+    # what the state map leaves out), so a yieldable shell keeps all of them public.
+    return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress,
+                           public=None if yieldable else [])
 
 
 def chain_design(spec_path, config=None, progress=print):
@@ -110,9 +114,16 @@ def chain_design(spec_path, config=None, progress=print):
                                progress=progress), name
 
 
+#: The one internal signal the chain bench reads: the parser's cycle counter (its timestamps).
+CHAIN_PUBLIC = ("now",)
+
+
 def chain_simulator(spec_path, config=None, progress=print):
+    # Everything else private: the 64-bit monitoring chain's C++ halves (15.8 to 8.0 MB) and
+    # its build takes 28 s instead of 77 s (verilate and make -j2, this machine).
     paths, name = chain_design(spec_path, config, progress)
-    return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress)
+    return build_simulator(paths["verilog"], name, paths["regmap"], progress=progress,
+                           public=list(CHAIN_PUBLIC))
 
 
 def passthrough_simulator(data_width, progress=print):

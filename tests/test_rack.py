@@ -149,8 +149,10 @@ def test_three_nics_move_a_tenant_between_devices_under_traffic(ray_session):
         assert placed == {"alice": "nic0", "bob": "nic1", "carol": "nic2"}   # their homes
         sent = _traffic(rack)
         rack.run(9_000)
-        before = rack.call("nic0", "read", registers=[("r3_metered_policer", "packets")])
-        assert before["r3_metered_policer.packets"] > 0
+        home = rack.tenants["alice"].regions[0][1]
+        name = f"r{home}_metered_policer"
+        before = rack.call("nic0", "read", registers=[(name, "packets")])
+        assert before[f"{name}.packets"] > 0
         moved = rack.migrate("alice", "nic1")
         assert moved["from"] == "nic0" and moved["to"] == "nic1" and moved["held"] > 0
         rack.run_until_drained()

@@ -42,8 +42,10 @@ def test_lists_and_ranges():
 
 def test_points_are_the_product_in_grid_order_with_defaults():
     points = grid_points("fairness", {"policy": ["drf", "fifo"], "weight": [1, 2]})
-    assert points == [{"tenant": "flood", "policy": p, "weight": w}
+    assert points == [{"tenant": "flood", "policy": p, "weight": w, "window": 20000}
                       for p in ("drf", "fifo") for w in (1, 2)]
+    assert grid_points("fairness", {"weight": [2]}, quick=True) == [
+        {"tenant": "flood", "policy": "drf", "weight": 2, "window": 6000}]
     assert grid_points("scaling", {"instances": [2]}, quick=True) == [
         {"instances": 2, "flows": 1024}]
     assert grid_points("scaling", {"instances": [2]}) == [{"instances": 2, "flows": 4096}]
@@ -66,6 +68,7 @@ BAD = [
     (["fairness", "--grid", "weight=1..3"], "ranges A..B are for integer parameters"),
     (["fairness", "--grid", "weight=1", "--grid", "weight=2"], "weight is already swept"),
     (["fairness", "--grid", "policy=wfq"], "'wfq' is not one of drf, drr, rr, fifo"),
+    (["fairness", "--grid", "window=10"], "10 is not from 500 to 1000000"),
     (["fairness", "--grid", "tenant=eve"], "'eve' is not one of flood, bulk, compute, light"),
     (["scaling", "--grid", "instances=0..4"], "0 is not from 1 to 4"),
     (["scaling", "--grid", "instances=3..1"], "'3..1' is an empty range"),
@@ -152,7 +155,7 @@ from supernic.desc.config import DesignConfig
 from supernic.tools.bench_nic import FAIRNESS_TENANTS, fairness_bench
 tenants = [dict(t, weight=4 if t["name"] == "flood" else 1) for t in FAIRNESS_TENANTS]
 print(json.dumps(fairness_bench(DesignConfig(), Console(file=io.StringIO()), True,
-                                tenants=tenants, policies=("drf",))))
+                                tenants=tenants, policies=("drf",), window=WINDOW)))
 """
 
 
@@ -171,10 +174,13 @@ def test_fairness_sweep_on_ray_is_the_bench_run_directly(local_ray, tmp_path, ca
     parallel, in one JSON file (also printed) and one PNG."""
     # The benchmark itself with flood at weight 4, run directly in a process of its own (no
     # Ray) while the sweep runs: three simulations on two cores take less than two after one.
-    direct = subprocess.Popen([sys.executable, "-c", _DIRECT], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    assert main(["sweep", "fairness", "--grid", "weight=1,4", "--quick", "--out",
-                 str(tmp_path), "--json"]) == 0
+    # A short window (the warm-up stays the quick bench's): three NIC simulations are most of
+    # this test's time.
+    window = 1500
+    direct = subprocess.Popen([sys.executable, "-c", _DIRECT.replace("WINDOW", str(window))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert main(["sweep", "fairness", "--grid", "weight=1,4", "--grid", f"window={window}",
+                 "--quick", "--out", str(tmp_path), "--json"]) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
     assert json.loads((tmp_path / "fairness.json").read_text()) == doc
@@ -183,11 +189,12 @@ def test_fairness_sweep_on_ray_is_the_bench_run_directly(local_ray, tmp_path, ca
     png = (tmp_path / "fairness.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert "Traceback" not in captured.err
-    assert doc["grid"] == {"weight": [1, 4]} and doc["fixed"] == {"tenant": "flood",
-                                                                  "policy": "drf"}
+    assert doc["grid"] == {"weight": [1, 4], "window": [window]}
+    assert doc["fixed"] == {"tenant": "flood", "policy": "drf"}
     points = doc["points"]
     assert [p["params"] for p in points] == [
-        {"tenant": "flood", "policy": "drf", "weight": w} for w in (1, 4)]
+        {"tenant": "flood", "policy": "drf", "weight": w, "window": window} for w in (1, 4)]
+    assert all(p["result"]["window_cycles"] == window for p in points)
     for p in points:
         assert "error" not in p
         assert p["host"] == socket.gethostname() and p["pid"] != os.getpid()

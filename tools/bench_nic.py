@@ -118,10 +118,12 @@ def _sim(status, log):
         return design_simulator(BENCH_NIC, progress=status.update)
 
 
-def fairness_bench(config, console, quick, tenants=None, policies=POLICIES):
+def fairness_bench(config, console, quick, tenants=None, policies=POLICIES, window=None):
+    """``window``: the cycles measured after the warm-up (default 6,000 with ``quick``, else
+    20,000)."""
     log = cache_root() / "logs" / "bench-fairness.log"
     tenants = tenants or FAIRNESS_TENANTS
-    window = 6000 if quick else 20000
+    window = window or (6000 if quick else 20000)
     figures = {"benchmark": "fairness", "log": str(log), "design": "nic_bench (512-bit)",
                "window_cycles": window, "tenants": [
                    {k: t[k] for k in ("name", "chain", "size", "port")} | {

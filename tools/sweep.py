@@ -18,8 +18,9 @@ Sweepable benchmarks (:data:`SWEEPS`):
 * ``fairness``: the four backlogged tenants of ``snic bench fairness``
   (:data:`~supernic.tools.bench_nic.FAIRNESS_TENANTS`) under one scheduler ``policy`` (drf,
   drr, rr, fifo; default drf) with tenant ``tenant`` (default flood) given weight ``weight``
-  (default 1; the others keep 1). Figures: Jain's index over weighted dominant shares, that
-  tenant's share against its weighted-DRF ideal, every tenant's share. The hostile-tenant part
+  (default 1; the others keep 1), measured over ``window`` cycles after the warm-up. Figures:
+  Jain's index over weighted dominant shares, that tenant's share against its weighted-DRF
+  ideal, every tenant's share. The hostile-tenant part
   of ``snic bench fairness`` runs on a design's own NIC and takes no weights: a sweep leaves
   it out.
 * ``scaling``: one tenant on the region-bound secure chain with ``instances`` instances (1 to
@@ -136,6 +137,10 @@ def _fairness_params():
                         _choice(names), lambda quick: names[0]),
         "policy": Param("policy", f"the scheduler: {', '.join(POLICIES)}", _choice(POLICIES),
                         lambda quick: POLICIES[0]),
+        "window": Param("window", "the cycles measured after the warm-up, 500 to 1,000,000 "
+                        "(the bench's: 6,000 with --quick, else 20,000)",
+                        _int_in(500, 1_000_000), lambda quick: 6000 if quick else 20000,
+                        integer=True),
     }
 
 
@@ -149,7 +154,7 @@ def _fairness_run(params, quick, console):
     # A design that is not a NIC: the bench's hostile-tenant part (on the design's own NIC,
     # no weights) is left out.
     return fairness_bench(DesignConfig(), console, quick, tenants=tenants,
-                          policies=(params["policy"],))
+                          policies=(params["policy"],), window=params["window"])
 
 
 def _fairness_summary(result, params):

@@ -82,6 +82,16 @@ def start_ray(address=None, progress=None):
     return ray
 
 
+def prebuild(design, progress):
+    """Generate and compile the virtual device of the design at ``design`` (a path), or find
+    both in the cache."""
+    from ...desc.config import load_config
+    from ..build import generated_design
+    from ..vdev.build import build_library
+    paths = generated_design(load_config(design), progress=progress)
+    build_library(paths["verilog"], progress=progress)
+
+
 class LocalNic:
     """A NIC in this process (the same interface as :class:`RayNic`)."""
 
@@ -140,6 +150,12 @@ class Rack:
         self.window_cycles = config.lookahead
         self.now = 0
         self.nics = {}
+        if not address:
+            # On one machine every sNIC shares this cache: each design is built here first,
+            # where the user sees the progress (an actor's output goes nowhere), and the
+            # actors find it built. On a cluster each node builds its own.
+            for design in dict.fromkeys(entry.design for entry in config.nics):
+                prebuild(design, self.progress)
         if ray:
             start_ray(address, self.progress)
         make = RayNic if ray else LocalNic

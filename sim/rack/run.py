@@ -14,7 +14,7 @@ from ...driver.traffic import parse_flow
 from .pool import PoolControl, PoolPolicy
 from .rack import Rack
 
-__all__ = ["run_rack", "render_rack", "DEFAULT_FLOW"]
+__all__ = ["run_rack", "summarize", "render_rack", "DEFAULT_FLOW"]
 
 #: A tenant's traffic when none is given: half its endpoint's link, sizes 64 to 1,500 bytes.
 DEFAULT_FLOW = "rate=0.5,size=64-1500,flows=32"
@@ -39,46 +39,55 @@ def run_rack(config, flows=None, cycles=50_000, seed=1, policy=True, address=Non
             progress(f"running {cycles:,} cycles in windows of {rack.window_cycles}...")
         rack.run(cycles)
         rack.run_until_drained()
-        status = rack.status()
-        account = rack.account(status)
-        arrivals = {pid: cycle for pid, _, cycle, _ in rack.delivered}
-        tenants = {}
-        for name, ids in sent.items():
-            t = rack.tenants[name]
-            lat = np.array([arrivals[p] - rack.packets[p][2] for p in ids if p in arrivals])
-            served = collections.Counter(rack.packets[p][3] for p in ids if p in arrivals)
-            tenants[name] = {
-                "chain": t.spec.name, "endpoint": t.entry.endpoint,
-                "instances": [{"nic": n, "slot": s} for n, s in t.instances],
-                "redirects": [{"peer": p, "buckets": b} for p, b in t.redirects],
-                "sent": len(ids), "delivered": int(len(lat)), "served_by": dict(served),
-                "latency_p50": float(np.median(lat)) if len(lat) else None,
-                "latency_p99": float(np.percentile(lat, 99)) if len(lat) else None,
-                "lost": t.lost}
-        nics = {}
-        for name in rack.nics:
-            s = status.get(name)
-            slots = {slot: t for t in rack.tenants for n, slot in rack.tenants[t].instances
-                     if n == name}
-            row = {"dead_at": rack.dead.get(name), "regions": [], "tenants": {}}
-            if s and "error" not in s:
-                for r in s["regions"]:
-                    owner = next((t for t in rack.tenants
-                                  if (name, r["region"]) in rack.tenants[t].regions), None)
-                    row["regions"].append({"region": r["region"], "chain": r["personality"],
-                                           "tenant": owner})
-                for t in s["tenants"]:
-                    if t["tenant"] in slots:
-                        row["tenants"][slots[t["tenant"]]] = {
-                            k: t[k] for k in ("enqueued", "queue_drops", "dropped",
-                                              "delivered", "backlog_beats")}
-                row["rack"] = s.get("rack")
-            nics[name] = row
-        moves = list(rack.policy.log) if rack.policy else []
-        return {"rack": config.name, "topology": config.topology, "cycles": rack.now,
-                "window_cycles": rack.window_cycles, "placed": placed, "nics": nics,
-                "tenants": tenants, "moves": moves, "account": account,
-                "switch": rack.switch.counters()}
+        summary = summarize(rack, sent)
+        summary["placed"] = placed
+        return summary
+
+
+def summarize(rack, sent, status=None):
+    """What happened in ``rack``: per sNIC its regions (tenant: chain) and its tenants'
+    counters and rack port, per tenant of ``sent`` (``{tenant: [packet ids]}``) its instances,
+    redirects and the delivery and latency of those packets, the policy's moves and the
+    rack-wide account. JSON-able; :func:`render_rack` shows it."""
+    status = status if status is not None else rack.status()
+    account = rack.account(status)
+    arrivals = {pid: cycle for pid, _, cycle, _ in rack.delivered}
+    tenants = {}
+    for name, ids in sent.items():
+        t = rack.tenants[name]
+        lat = np.array([arrivals[p] - rack.packets[p][2] for p in ids if p in arrivals])
+        served = collections.Counter(rack.packets[p][3] for p in ids if p in arrivals)
+        tenants[name] = {
+            "chain": t.spec.name, "endpoint": t.entry.endpoint,
+            "instances": [{"nic": n, "slot": s} for n, s in t.instances],
+            "redirects": [{"peer": p, "buckets": b} for p, b in t.redirects],
+            "sent": len(ids), "delivered": int(len(lat)), "served_by": dict(served),
+            "latency_p50": float(np.median(lat)) if len(lat) else None,
+            "latency_p99": float(np.percentile(lat, 99)) if len(lat) else None,
+            "lost": t.lost}
+    nics = {}
+    for name in rack.nics:
+        s = status.get(name)
+        slots = {slot: t for t in rack.tenants for n, slot in rack.tenants[t].instances
+                 if n == name}
+        row = {"dead_at": rack.dead.get(name), "regions": [], "tenants": {}}
+        if s and "error" not in s:
+            for r in s["regions"]:
+                owner = next((t for t in rack.tenants
+                              if (name, r["region"]) in rack.tenants[t].regions), None)
+                row["regions"].append({"region": r["region"], "chain": r["personality"],
+                                       "tenant": owner})
+            for t in s["tenants"]:
+                if t["tenant"] in slots:
+                    row["tenants"][slots[t["tenant"]]] = {
+                        k: t[k] for k in ("enqueued", "queue_drops", "dropped",
+                                          "delivered", "backlog_beats")}
+            row["rack"] = s.get("rack")
+        nics[name] = row
+    moves = list(rack.policy.log) if rack.policy else []
+    return {"rack": rack.config.name, "topology": rack.config.topology, "cycles": rack.now,
+            "window_cycles": rack.window_cycles, "nics": nics, "tenants": tenants,
+            "moves": moves, "account": account, "switch": rack.switch.counters()}
 
 
 def render_rack(summary, console):
@@ -110,7 +119,8 @@ def render_rack(summary, console):
         redirects = ", ".join(f"{r['peer']} {r['buckets']:#06x}" for r in t["redirects"])
         lat = (f"{t['latency_p50']:.0f} / {t['latency_p99']:.0f}" if t["latency_p50"]
                is not None else "-")
-        table.add_row(name + (" (lost)" if t["lost"] else ""), t["chain"], str(t["sent"]),
+        state = " (lost)" if t["lost"] else "" if t["instances"] else " (not deployed)"
+        table.add_row(name + state, t["chain"], str(t["sent"]),
                       str(t["delivered"]), served, redirects or "-", lat)
     console.print(table)
     for m in summary["moves"]:

@@ -644,6 +644,71 @@ def cmd_rack(args):
     return 0 if summary["account"]["balanced"] else 1
 
 
+def cmd_rack_serve(args):
+    from ..desc.rack import load_rack
+    from ..sim.rack.serve import serve_rack
+    config = load_rack(args.rack)
+    console = _console(stderr=True)
+
+    def announce(line):
+        print(line, flush=True)   # one plain line on stdout: scripts wait for it
+    serve_rack(config, args.socket, args.port, address=args.ray_address, ray=not args.local,
+               policy=not args.no_policy, interval=args.interval, deploy=args.deploy,
+               progress=console.log, announce=announce)
+    return 0
+
+
+def cmd_rack_client(args):
+    """`snic rack status|deploy|undeploy|migrate|traffic|stop` against a served rack."""
+    from ..sim.rack.run import render_rack
+    from .rack_client import rack_connection
+    action = args.action
+    if action == "deploy" and bool(args.tenant) == bool(args.all):
+        raise SnicError("give a tenant or --all" + (", not both" if args.all else ""))
+    if action == "traffic":
+        _rack_flows(args.flow)      # the specs checked here; the rack gets them as text
+        flows = {}
+        for text in args.flow or ():
+            name, _, spec = text.partition(":")
+            flows.setdefault(name, []).append(spec)
+    with rack_connection(args.socket, args.port) as rack:
+        if action == "status":
+            summary = rack.request("status")
+        elif action == "deploy":
+            placed = rack.request("deploy", tenant=args.tenant, all=args.all, nic=args.nic,
+                                  instances=args.instances)["placed"]
+            for p in placed:
+                print(f"deployed {p['tenant']} on {p['nic']} as tenant {p['slot']}, regions "
+                      f"{', '.join(map(str, p['regions']))}")
+            if not placed:
+                print("every tenant is deployed already")
+            return 0
+        elif action == "undeploy":
+            rack.request("undeploy", tenant=args.tenant, nic=args.nic)
+            print(f"undeployed {args.tenant} from {args.nic}")
+            return 0
+        elif action == "migrate":
+            report = rack.request("migrate", tenant=args.tenant, to=args.to)
+            print(f"moved {args.tenant} from {report['from']} to {report['to']} (region "
+                  f"{report['region']}) with its state, {report['held']} packets held "
+                  f"meanwhile, in {report['cycles']:,} cycles")
+            return 0
+        elif action == "stop":
+            rack.request("shutdown")
+            print("the rack stopped")
+            return 0
+        else:
+            console = _console(stderr=True)
+            with console.status(f"{args.cycles:,} cycles of traffic on the rack..."):
+                summary = rack.request("traffic", flows=flows, cycles=args.cycles,
+                                       seed=args.seed)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        render_rack(summary, _console())
+    return 0 if summary["account"]["balanced"] else 1
+
+
 def _control_arguments(p):
     where = p.add_mutually_exclusive_group()
     where.add_argument("--socket", type=Path,
@@ -857,26 +922,86 @@ def main(argv=None):
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("rack", help="a rack of sNICs on Ray: check its rack.toml, or run it")
-    p.add_argument("action", choices=("check", "run"))
+    p = sub.add_parser("rack", help="a rack of sNICs on Ray: check, run or serve a rack.toml, "
+                                    "and drive a served one")
+    rack_sub = p.add_subparsers(dest="action", required=True)
+    p = rack_sub.add_parser("check", help="check a rack.toml and say what it describes")
     p.add_argument("rack", type=Path, help="the rack description (rack.toml)")
-    p.add_argument("--flow", action="append",
-                   help="TENANT:SPEC, a flow as snic traffic's without tenant= (rate is a "
-                        "fraction of the tenant's endpoint link); repeat; default for each "
-                        "tenant: rate=0.5,size=64-1500")
-    p.add_argument("--cycles", type=int, default=50_000, help="cycles of traffic offered")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--interval", type=int, default=5_000,
-                   help="cycles between the pool policy's looks at the reports")
-    p.add_argument("--no-policy", action="store_true",
-                   help="an intermediate pool without its redirect policy")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--ray-address", help="join this Ray cluster (default: start a local "
-                                             "Ray)")
-    where.add_argument("--local", action="store_true",
-                       help="every sNIC in this process, no Ray")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_rack)
+
+    def ray_arguments(p):
+        p.add_argument("--interval", type=int, default=5_000,
+                       help="cycles between the pool policy's looks at the reports")
+        p.add_argument("--no-policy", action="store_true",
+                       help="an intermediate pool without its redirect policy")
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--ray-address", help="join this Ray cluster (default: start a "
+                                                 "local Ray)")
+        where.add_argument("--local", action="store_true",
+                           help="every sNIC in this process, no Ray")
+
+    def flow_arguments(p, default):
+        p.add_argument("--flow", action="append",
+                       help="TENANT:SPEC, a flow as snic traffic's without tenant= (rate is a "
+                            "fraction of the tenant's endpoint link); repeat; default for each "
+                            f"{default} tenant: rate=0.5,size=64-1500")
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = rack_sub.add_parser("run", help="deploy every tenant, run their traffic, report")
+    p.add_argument("rack", type=Path, help="the rack description (rack.toml)")
+    flow_arguments(p, "")
+    p.add_argument("--cycles", type=int, default=50_000, help="cycles of traffic offered")
+    ray_arguments(p)
+    p.set_defaults(func=cmd_rack)
+
+    def rack_endpoint(p):
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--socket", type=Path,
+                           help="the rack's Unix socket (default: $SNIC_CACHE/run/rack.sock)")
+        where.add_argument("--port", type=int, help="the rack's TCP port on 127.0.0.1")
+
+    p = rack_sub.add_parser("serve", help="start a rack (Ray local by default) and serve it "
+                                          "to snic rack status, deploy, migrate, traffic")
+    p.add_argument("rack", type=Path, help="the rack description (rack.toml)")
+    rack_endpoint(p)
+    p.add_argument("--deploy", action="store_true",
+                   help="deploy every tenant where the rack places it before serving")
+    ray_arguments(p)
+    p.set_defaults(func=cmd_rack_serve)
+    p = rack_sub.add_parser("status", help="a served rack: per sNIC its regions, tenants, "
+                                           "loads and redirects; per tenant its packets")
+    rack_endpoint(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_rack_client)
+    p = rack_sub.add_parser("deploy", help="deploy a tenant of the served rack onto an sNIC "
+                                           "(default: where the rack places it)")
+    p.add_argument("tenant", nargs="?", help="a tenant of the rack.toml")
+    p.add_argument("--all", action="store_true", help="every tenant not yet deployed")
+    p.add_argument("--nic", help="the sNIC (default: the rack's placement)")
+    p.add_argument("--instances", type=int, help="instances (default: the rack.toml's)")
+    rack_endpoint(p)
+    p.set_defaults(func=cmd_rack_client)
+    p = rack_sub.add_parser("undeploy", help="remove a tenant's instance from an sNIC")
+    p.add_argument("tenant")
+    p.add_argument("--nic", required=True)
+    rack_endpoint(p)
+    p.set_defaults(func=cmd_rack_client)
+    p = rack_sub.add_parser("migrate", help="move a tenant's instance to another sNIC with its "
+                                            "state, traffic flowing")
+    p.add_argument("tenant")
+    p.add_argument("--to", required=True, help="the sNIC it moves to")
+    rack_endpoint(p)
+    p.set_defaults(func=cmd_rack_client)
+    p = rack_sub.add_parser("traffic", help="offer flows to the served rack's tenants, run "
+                                            "until drained, report")
+    flow_arguments(p, "deployed")
+    p.add_argument("--cycles", type=int, default=20_000, help="cycles of traffic offered")
+    rack_endpoint(p)
+    p.set_defaults(func=cmd_rack_client)
+    p = rack_sub.add_parser("stop", help="stop the served rack (its Ray actors end)")
+    rack_endpoint(p)
+    p.set_defaults(func=cmd_rack_client)
 
     # `snic resources` hands its arguments to the tool as they are (it has its own parser).
     sub.add_parser("resources", add_help=False,

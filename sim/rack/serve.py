@@ -1,0 +1,307 @@
+"""`snic rack serve`: a rack of sNICs (:class:`~supernic.sim.rack.rack.Rack`, its sNICs Ray
+actors) kept running for the driver CLI, which deploys, migrates and sends traffic to it.
+
+    snic rack serve chains/racks/pool.toml &      # prints "serving rack pool on unix:..."
+    snic rack deploy --all
+    snic rack traffic --flow alice:rate=0.9 --cycles 20000
+    snic rack migrate bob --to nic2
+    snic rack status
+
+The rack's simulated time moves only inside a ``traffic`` request (its flows offered for its
+cycles, then the rack run until drained) and inside a migration (which runs windows until the
+move is done): between requests it stands still, so what ``status`` shows is exact.
+
+Protocol: the device server's (:mod:`supernic.driver.server`): a 4-byte big-endian length and
+a JSON object each way, one request at a time per connection; requests from all connections
+run one after another on the rack, on one worker thread (a long ``traffic`` does not stop the
+server from accepting connections). Access is the operator's only: the socket is owner-only
+and a connection must present the token written beside it (``<socket>.token``) before any op
+but ``hello`` and ``auth``.
+
+===========  =====================================  ==============================================
+op           arguments                              result
+===========  =====================================  ==============================================
+hello        (none)                                 ``protocol``, ``kind`` ("rack"), ``rack``,
+                                                    ``topology``, ``nics``, ``tenants``, ``cycle``
+auth         ``token``                              ``role`` ("operator")
+status       (none)                                 :func:`~supernic.sim.rack.run.summarize` over
+                                                    every packet sent since the rack started
+deploy       ``tenant`` or ``all`` (bool), ``nic``  ``placed``: list of ``tenant``, ``nic``,
+             and ``instances`` (optional)           ``slot``, ``regions``
+undeploy     ``tenant``, ``nic``                    (empty)
+migrate      ``tenant``, ``to``                     the move's report (``from``, ``to``,
+                                                    ``region``, ``held``, ``cycles``, ...)
+traffic      ``flows`` ({tenant: [flow spec]}),     the summary over this request's packets
+             ``cycles``, ``seed``
+shutdown     (none)                                 (empty); the server then stops
+===========  =====================================  ==============================================
+"""
+
+import asyncio
+import concurrent.futures
+import hmac
+from pathlib import Path
+
+from ...desc.errors import SnicError
+from ...driver.access import new_token, token_file, write_token
+from ...driver.server import (LISTEN_BACKLOG, ProtocolError, ServerError, check_endpoint_free,
+                              read_message, write_message)
+from ...driver.traffic import parse_flow
+from .pool import PoolControl, PoolPolicy
+from .rack import Rack
+from .run import DEFAULT_FLOW, summarize
+
+__all__ = ["RackServer", "serve_rack", "default_rack_socket", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION = 1
+_ANONYMOUS = frozenset({"hello", "auth"})
+#: A traffic request's largest cycle count: the request holds the rack until it is done.
+MAX_TRAFFIC_CYCLES = 10_000_000
+
+
+def default_rack_socket():
+    """``$SNIC_CACHE/run/rack.sock`` (beside the device server's socket)."""
+    from ...cache import cache_root
+    return cache_root() / "run" / "rack.sock"
+
+
+def _text(request, key, optional=False):
+    value = request.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key!r} must be a name, not {value!r}")
+    return value
+
+
+def _count(request, key, default, low, high):
+    value = request.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{key!r} must be an integer from {low} to {high:,}, not {value!r}")
+    return value
+
+
+class RackServer:
+    """Serves ``rack`` (a :class:`Rack`); every request runs on one worker thread."""
+
+    def __init__(self, rack):
+        self.rack = rack
+        self.sent = {name: [] for name in rack.tenants}     # every packet since the start
+        self._traffic_runs = 0
+        self.token = new_token()
+        self.token_path = None
+        self.endpoint = None
+        self._server = None
+        self._socket_path = None
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, "snic-rack")
+        self._stopped = asyncio.Event()
+        self._connections = set()
+
+    # --- requests --------------------------------------------------------------------------
+
+    def handle(self, request):
+        op = request.get("op")
+        handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
+        if handler is None:
+            raise ValueError(f"unknown op {op!r} (known: {', '.join(self.ops())})")
+        return handler(request)
+
+    @classmethod
+    def ops(cls):
+        return sorted(name[4:] for name in dir(cls) if name.startswith("_op_")) + ["auth"]
+
+    def _op_hello(self, request):
+        rack = self.rack
+        return {"protocol": PROTOCOL_VERSION, "kind": "rack", "rack": rack.config.name,
+                "topology": rack.config.topology, "nics": list(rack.nics),
+                "tenants": list(rack.tenants), "cycle": rack.now}
+
+    def _op_status(self, request):
+        return summarize(self.rack, self.sent)
+
+    def _op_deploy(self, request):
+        if request.get("all"):
+            return {"placed": self.rack.deploy_all()}
+        instances = request.get("instances")
+        if instances is not None:
+            instances = _count(request, "instances", None, 1, 64)
+        return {"placed": [self.rack.deploy(_text(request, "tenant"),
+                                            _text(request, "nic", optional=True), instances)]}
+
+    def _op_undeploy(self, request):
+        self.rack.undeploy(_text(request, "tenant"), _text(request, "nic"))
+        return {}
+
+    def _op_migrate(self, request):
+        return self.rack.migrate(_text(request, "tenant"), _text(request, "to"))
+
+    def _op_traffic(self, request):
+        rack = self.rack
+        cycles = _count(request, "cycles", 20_000, 1, MAX_TRAFFIC_CYCLES)
+        seed = _count(request, "seed", 1, 0, 2**31)
+        given = request.get("flows") or {}
+        if not isinstance(given, dict):
+            raise ValueError("'flows' must map tenants to lists of flow specs")
+        unknown = sorted(set(given) - set(rack.tenants))
+        if unknown:
+            raise SnicError(f"no tenant {unknown[0]!r} in rack {rack.config.name} (its "
+                            f"tenants: {', '.join(rack.tenants)})")
+        # Every flow is checked before any is offered: a bad one leaves the rack untouched.
+        flows = {}
+        for name, specs in given.items():
+            if not isinstance(specs, list) or not all(isinstance(x, str) for x in specs):
+                raise ValueError(f"flows of {name!r} must be a list of flow specs")
+            flows[name] = [parse_flow(f"tenant=0,{spec}" if spec else "tenant=0")
+                           for spec in specs]
+        if not flows:      # none given: every deployed tenant at the default rate
+            flows = {name: [parse_flow(f"tenant=0,{DEFAULT_FLOW}")]
+                     for name, t in rack.tenants.items() if t.instances}
+        if not flows:
+            raise SnicError(f"rack {rack.config.name} runs no tenant yet (snic rack deploy)")
+        for name in flows:
+            if not rack.tenants[name].instances:
+                raise SnicError(f"tenant {name} is not deployed (snic rack deploy {name})")
+        # Each request its own seeds: the same flows twice are not the same packets twice.
+        base = seed + 7919 * self._traffic_runs
+        self._traffic_runs += 1
+        sent = {}
+        for k, name in enumerate(sorted(flows)):
+            sent[name] = rack.send(name, flows[name], cycles=cycles, seed=base + 101 * k)
+            self.sent[name] += sent[name]
+        rack.run(cycles)
+        rack.run_until_drained()
+        return summarize(rack, sent)
+
+    def _op_shutdown(self, request):
+        return {}
+
+    # --- connections ---------------------------------------------------------------------
+
+    async def _reply(self, request, authed):
+        reply = {"id": request.get("id")}
+        op = request.get("op")
+        try:
+            if op == "auth":
+                token = request.get("token")
+                if not isinstance(token, str) or not hmac.compare_digest(token, self.token):
+                    raise PermissionError("denied: not the rack's operator token")
+                authed = True
+                result = {"role": "operator"}
+            elif op not in _ANONYMOUS and not authed:
+                raise PermissionError(f"denied: {op!r} needs the operator's token (in the file "
+                                      f"beside the rack's socket)")
+            else:
+                result = await asyncio.get_running_loop().run_in_executor(
+                    self._worker, self.handle, request)
+            reply.update(ok=True, result=result)
+        except Exception as e:  # noqa: BLE001: any failure goes back to the client, one line
+            text = str(e).splitlines()[0] if str(e) else type(e).__name__
+            reply.update(ok=False, error=text)
+        return reply, authed
+
+    async def _client(self, reader, writer):
+        task = asyncio.current_task()
+        self._connections.add(task)
+        authed = False
+        try:
+            while True:
+                try:
+                    request = await read_message(reader)
+                except ProtocolError as e:
+                    write_message(writer, {"id": None, "ok": False, "error": str(e)})
+                    await writer.drain()
+                    break
+                if request is None:
+                    break
+                reply, authed = await self._reply(request, authed)
+                write_message(writer, reply)
+                await writer.drain()
+                if request.get("op") == "shutdown" and reply["ok"]:
+                    self._stopped.set()
+                    break
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def start(self, socket_path=None, port=None):
+        """Listen on the Unix socket ``socket_path`` (default :func:`default_rack_socket`) or,
+        with ``port``, on TCP 127.0.0.1; write the operator's token; return the endpoint."""
+        import os
+        if port is not None:
+            check_endpoint_free(port=port)
+            try:
+                self._server = await asyncio.start_server(self._client, "127.0.0.1", port,
+                                                          backlog=LISTEN_BACKLOG)
+            except OSError as e:
+                raise ServerError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
+            self.endpoint = f"tcp:127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        else:
+            path = Path(socket_path or default_rack_socket())
+            path.parent.mkdir(parents=True, exist_ok=True)
+            check_endpoint_free(path)
+            mask = os.umask(0o077)      # owner-only from its creation
+            try:
+                self._server = await asyncio.start_unix_server(self._client, str(path),
+                                                               backlog=LISTEN_BACKLOG)
+            except OSError as e:
+                raise ServerError(f"cannot listen on {path}: {e.strerror or e}") from None
+            finally:
+                os.umask(mask)
+            self._socket_path = path
+            self.endpoint = f"unix:{path}"
+        self.token_path = write_token(token_file(self.endpoint), self.token)
+        return self.endpoint
+
+    async def serve(self):
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.close()
+
+    async def close(self):
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                if task is not asyncio.current_task():
+                    task.cancel()
+            await self._server.wait_closed()
+            self._server = None
+        if self._socket_path is not None:
+            self._socket_path.unlink(missing_ok=True)
+            self._socket_path = None
+        if self.token_path is not None:
+            self.token_path.unlink(missing_ok=True)
+            self.token_path = None
+        self._worker.shutdown(wait=True)
+
+
+def serve_rack(config, socket_path=None, port=None, address=None, ray=True, policy=True,
+               interval=5_000, deploy=False, progress=print, announce=print):
+    """Start ``config``'s rack (a local Ray unless ``address``; no Ray with ``ray=False``),
+    the pool's policy acting every ``interval`` cycles of traffic (``policy``), every tenant
+    deployed first with ``deploy``; serve it until a ``shutdown`` request or Ctrl-C."""
+    if port is None:
+        # Refused before Ray starts and the sNICs are built, not minutes later.
+        check_endpoint_free(Path(socket_path or default_rack_socket()))
+    else:
+        check_endpoint_free(port=port)
+    with Rack(config, address=address, ray=ray, progress=progress) as rack:
+        if rack.pool and policy:
+            rack.policy = PoolPolicy(PoolControl(rack), interval=interval)
+        if deploy:
+            for p in rack.deploy_all():
+                progress(f"deployed {p['tenant']} on {p['nic']} (regions "
+                         f"{', '.join(map(str, p['regions']))})")
+
+        async def main():
+            server = RackServer(rack)
+            endpoint = await server.start(socket_path, port)
+            announce(f"serving rack {config.name} on {endpoint} ({len(rack.nics)} sNICs, "
+                     f"{rack.config.topology}; operator token {server.token_path})")
+            await server.serve()
+        try:
+            asyncio.run(main())
+        except KeyboardInterrupt:
+            pass

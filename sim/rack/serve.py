@@ -44,6 +44,7 @@ from pathlib import Path
 
 from ...desc.errors import SnicError
 from ...driver.access import new_token, token_file, write_token
+from ...driver.rack_client import default_rack_socket
 from ...driver.server import (LISTEN_BACKLOG, ProtocolError, ServerError, check_endpoint_free,
                               read_message, write_message)
 from ...driver.traffic import parse_flow
@@ -51,18 +52,12 @@ from .pool import PoolControl, PoolPolicy
 from .rack import Rack
 from .run import DEFAULT_FLOW, summarize
 
-__all__ = ["RackServer", "serve_rack", "default_rack_socket", "PROTOCOL_VERSION"]
+__all__ = ["RackServer", "serve_rack", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 _ANONYMOUS = frozenset({"hello", "auth"})
 #: A traffic request's largest cycle count: the request holds the rack until it is done.
 MAX_TRAFFIC_CYCLES = 10_000_000
-
-
-def default_rack_socket():
-    """``$SNIC_CACHE/run/rack.sock`` (beside the device server's socket)."""
-    from ...cache import cache_root
-    return cache_root() / "run" / "rack.sock"
 
 
 def _text(request, key, optional=False):

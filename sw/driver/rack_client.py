@@ -14,7 +14,14 @@ from .access import read_token, token_file
 from .client import open_unix
 from .server import ProtocolError, read_message, write_message
 
-__all__ = ["RackClient", "RackError", "RackUnavailable", "rack_connection"]
+__all__ = ["RackClient", "RackError", "RackUnavailable", "rack_connection",
+           "default_rack_socket"]
+
+
+def default_rack_socket():
+    """``$SNIC_CACHE/run/rack.sock`` (beside the device server's socket)."""
+    from ..cache import cache_root
+    return cache_root() / "run" / "rack.sock"
 
 
 class RackError(SnicError):
@@ -31,7 +38,6 @@ class RackClient:
     """One connection to a served rack; every call runs its request to completion."""
 
     def __init__(self, socket_path=None, port=None):
-        from ..sim.rack.serve import default_rack_socket
         self.endpoint = (f"tcp:127.0.0.1:{port}" if port is not None
                          else f"unix:{Path(socket_path or default_rack_socket())}")
         self._loop = asyncio.new_event_loop()

@@ -38,15 +38,13 @@ shutdown     (none)                                 (empty); the server then sto
 """
 
 import asyncio
-import concurrent.futures
 import hmac
 from pathlib import Path
 
 from ...desc.errors import SnicError
-from ...driver.access import new_token, token_file, write_token
+from ...driver.access import new_token
 from ...driver.rack_client import default_rack_socket
-from ...driver.server import (LISTEN_BACKLOG, ProtocolError, ServerError, check_endpoint_free,
-                              read_message, write_message)
+from ...driver.server import FramedServer, check_endpoint_free
 from ...driver.traffic import parse_flow
 from .pool import PoolControl, PoolPolicy
 from .rack import Rack
@@ -76,21 +74,18 @@ def _count(request, key, default, low, high):
     return value
 
 
-class RackServer:
+class RackServer(FramedServer):
     """Serves ``rack`` (a :class:`Rack`); every request runs on one worker thread."""
 
+    kind = "rack"
+    _initial_state = False      # a connection has not shown the operator's token yet
+
     def __init__(self, rack):
+        super().__init__("snic-rack")
         self.rack = rack
         self.sent = {name: [] for name in rack.tenants}     # every packet since the start
         self._traffic_runs = 0
         self.token = new_token()
-        self.token_path = None
-        self.endpoint = None
-        self._server = None
-        self._socket_path = None
-        self._worker = concurrent.futures.ThreadPoolExecutor(1, "snic-rack")
-        self._stopped = asyncio.Event()
-        self._connections = set()
 
     # --- requests --------------------------------------------------------------------------
 
@@ -194,82 +189,11 @@ class RackServer:
             reply.update(ok=False, error=text)
         return reply, authed
 
-    async def _client(self, reader, writer):
-        task = asyncio.current_task()
-        self._connections.add(task)
-        authed = False
-        try:
-            while True:
-                try:
-                    request = await read_message(reader)
-                except ProtocolError as e:
-                    write_message(writer, {"id": None, "ok": False, "error": str(e)})
-                    await writer.drain()
-                    break
-                if request is None:
-                    break
-                reply, authed = await self._reply(request, authed)
-                write_message(writer, reply)
-                await writer.drain()
-                if request.get("op") == "shutdown" and reply["ok"]:
-                    self._stopped.set()
-                    break
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            self._connections.discard(task)
-            writer.close()
+    def _default_socket(self):
+        return default_rack_socket()
 
-    async def start(self, socket_path=None, port=None):
-        """Listen on the Unix socket ``socket_path`` (default :func:`default_rack_socket`) or,
-        with ``port``, on TCP 127.0.0.1; write the operator's token; return the endpoint."""
-        import os
-        if port is not None:
-            check_endpoint_free(port=port)
-            try:
-                self._server = await asyncio.start_server(self._client, "127.0.0.1", port,
-                                                          backlog=LISTEN_BACKLOG)
-            except OSError as e:
-                raise ServerError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
-            self.endpoint = f"tcp:127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-        else:
-            path = Path(socket_path or default_rack_socket())
-            path.parent.mkdir(parents=True, exist_ok=True)
-            check_endpoint_free(path)
-            mask = os.umask(0o077)      # owner-only from its creation
-            try:
-                self._server = await asyncio.start_unix_server(self._client, str(path),
-                                                               backlog=LISTEN_BACKLOG)
-            except OSError as e:
-                raise ServerError(f"cannot listen on {path}: {e.strerror or e}") from None
-            finally:
-                os.umask(mask)
-            self._socket_path = path
-            self.endpoint = f"unix:{path}"
-        self.token_path = write_token(token_file(self.endpoint), self.token)
-        return self.endpoint
-
-    async def serve(self):
-        try:
-            await self._stopped.wait()
-        finally:
-            await self.close()
-
-    async def close(self):
-        if self._server is not None:
-            self._server.close()
-            for task in list(self._connections):
-                if task is not asyncio.current_task():
-                    task.cancel()
-            await self._server.wait_closed()
-            self._server = None
-        if self._socket_path is not None:
-            self._socket_path.unlink(missing_ok=True)
-            self._socket_path = None
-        if self.token_path is not None:
-            self.token_path.unlink(missing_ok=True)
-            self.token_path = None
-        self._worker.shutdown(wait=True)
+    def _operator_token(self):
+        return self.token
 
 
 def serve_rack(config, socket_path=None, port=None, address=None, ray=True, policy=True,

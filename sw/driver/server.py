@@ -207,7 +207,129 @@ def _hex_user(value):
     return format(value, "x")
 
 
-class DeviceServer:
+class FramedServer:
+    """What every server of this protocol shares: listening on a Unix socket (owner-only) or
+    on TCP 127.0.0.1, a task per connection reading length-prefixed JSON requests and writing
+    one reply each, the operator's token written beside the endpoint, and a clean shutdown.
+    A subclass answers in ``_reply(request, state) -> (reply, state)``, ``state`` being the
+    connection's (whom it authenticated as; ``_initial_state`` at first), and runs blocking work
+    on ``self._worker``, one thread, so that requests from all connections are serialised."""
+
+    #: A connection's state before it authenticates.
+    _initial_state = None
+    #: What serves, for messages ("device", "rack").
+    kind = "device"
+
+    def __init__(self, worker_name):
+        self.endpoint = None
+        self.token_path = None
+        self._server = None
+        self._socket_path = None
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, worker_name)
+        self._stopped = asyncio.Event()
+        self._connections = set()
+
+    def _default_socket(self):
+        return default_socket()
+
+    def _operator_token(self):
+        raise NotImplementedError
+
+    async def _reply(self, request, state):
+        raise NotImplementedError
+
+    async def _client(self, reader, writer):
+        task = asyncio.current_task()
+        self._connections.add(task)
+        state = self._initial_state     # until the connection presents a token
+        try:
+            while True:
+                try:
+                    request = await read_message(reader)
+                except ProtocolError as e:
+                    write_message(writer, {"id": None, "ok": False, "error": str(e)})
+                    await writer.drain()
+                    break
+                if request is None:
+                    break
+                reply, state = await self._reply(request, state)
+                write_message(writer, reply)
+                await writer.drain()
+                if request.get("op") == "shutdown" and reply["ok"]:
+                    self._stopped.set()
+                    break
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def start(self, socket_path=None, port=None):
+        """Listen on the Unix socket ``socket_path`` (default: ``_default_socket()``) or, with
+        ``port``, on TCP 127.0.0.1 (0 picks a free port); set and return ``endpoint``."""
+        if port is not None:
+            try:
+                self._server = await asyncio.start_server(self._client, "127.0.0.1", port,
+                                                          backlog=LISTEN_BACKLOG)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise ServerError(f"another {self.kind} is serving on 127.0.0.1:{port} "
+                                      f"(or another program holds the port)") from None
+                raise ServerError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
+            bound = self._server.sockets[0].getsockname()[1]
+            self.endpoint = f"tcp:127.0.0.1:{bound}"
+            self._write_token()
+            return self.endpoint
+        path = Path(socket_path or self._default_socket())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        check_endpoint_free(path)
+        # Owner-only from its creation: the socket file is made under this umask.
+        mask = os.umask(0o077)
+        try:
+            self._server = await asyncio.start_unix_server(self._client, str(path),
+                                                           backlog=LISTEN_BACKLOG)
+        except OSError as e:
+            raise ServerError(f"cannot listen on {path}: {e.strerror or e}") from None
+        finally:
+            os.umask(mask)
+        self._socket_path = path
+        self.endpoint = f"unix:{path}"
+        self._write_token()
+        return self.endpoint
+
+    def _write_token(self):
+        from .access import token_file, write_token
+        self.token_path = write_token(token_file(self.endpoint), self._operator_token())
+
+    def request_shutdown(self):
+        self._stopped.set()
+
+    async def serve(self):
+        """Serve until a ``shutdown`` request or :meth:`request_shutdown`; then stop listening,
+        end the open connections and remove the socket file."""
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.close()
+
+    async def close(self):
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                if task is not asyncio.current_task():
+                    task.cancel()
+            await self._server.wait_closed()
+            self._server = None
+        if self._socket_path is not None:
+            self._socket_path.unlink(missing_ok=True)
+            self._socket_path = None
+        if self.token_path is not None:
+            self.token_path.unlink(missing_ok=True)
+            self.token_path = None
+        self._worker.shutdown(wait=True)
+
+
+class DeviceServer(FramedServer):
     """Serves ``device`` (a :class:`~supernic.sim.vdev.VirtualDevice`) whose design JSON is
     ``description``, read from ``regmap_path``.
 
@@ -217,6 +339,7 @@ class DeviceServer:
 
     def __init__(self, device, description, regmap_path=None, access=None, read_key=None):
         from .access import AccessControl
+        super().__init__("snic-device")
         if not isinstance(description, dict) or "registers" not in description:
             raise TypeError(f"Description must be a design JSON object with registers, "
                             f"not {description!r}")
@@ -224,20 +347,13 @@ class DeviceServer:
         self.description = description
         #: Roles, grants and denials (:mod:`supernic.driver.access`).
         self.access = access or AccessControl(description)
-        self.token_path = None
         self._held = []         # delivered packets popped from the device, not yet by their tenant
         # The tenant key of a frame, or None (what a tenant may push is checked on it): the
         # parser model's reading (supernic.sim.parser_model.tenant_key_reader) for a virtual
         # device; without one a tenant may push nothing.
         self._read_key = read_key
         self.regmap_path = str(regmap_path) if regmap_path else None
-        self.endpoint = None
-        self._server = None
-        self._socket_path = None
         self._lock = asyncio.Lock()
-        self._worker = concurrent.futures.ThreadPoolExecutor(1, "snic-device")
-        self._stopped = asyncio.Event()
-        self._connections = set()
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -410,95 +526,8 @@ class DeviceServer:
             reply.update(ok=False, error=text)
         return reply, role
 
-    async def _client(self, reader, writer):
-        task = asyncio.current_task()
-        self._connections.add(task)
-        role = None     # until the connection presents a token
-        try:
-            while True:
-                try:
-                    request = await read_message(reader)
-                except ProtocolError as e:
-                    write_message(writer, {"id": None, "ok": False, "error": str(e)})
-                    await writer.drain()
-                    break
-                if request is None:
-                    break
-                reply, role = await self._reply(request, role)
-                write_message(writer, reply)
-                await writer.drain()
-                if request.get("op") == "shutdown" and reply["ok"]:
-                    self._stopped.set()
-                    break
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            self._connections.discard(task)
-            writer.close()
-
-    async def start(self, socket_path=None, port=None):
-        """Listen on the Unix socket ``socket_path`` (default :func:`default_socket`) or, with
-        ``port``, on TCP 127.0.0.1 (0 picks a free port); set and return ``endpoint``."""
-        if port is not None:
-            try:
-                self._server = await asyncio.start_server(self._client, "127.0.0.1", port,
-                                                          backlog=LISTEN_BACKLOG)
-            except OSError as e:
-                if e.errno == errno.EADDRINUSE:
-                    raise ServerError(f"another device is serving on 127.0.0.1:{port} "
-                                      f"(or another program holds the port)") from None
-                raise ServerError(f"cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
-            bound = self._server.sockets[0].getsockname()[1]
-            self.endpoint = f"tcp:127.0.0.1:{bound}"
-            self._write_token()
-            return self.endpoint
-        path = Path(socket_path or default_socket())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        check_endpoint_free(path)
-        # Owner-only from its creation: the socket file is made under this umask.
-        mask = os.umask(0o077)
-        try:
-            self._server = await asyncio.start_unix_server(self._client, str(path),
-                                                           backlog=LISTEN_BACKLOG)
-        except OSError as e:
-            raise ServerError(f"cannot listen on {path}: {e.strerror or e}") from None
-        finally:
-            os.umask(mask)
-        self._socket_path = path
-        self.endpoint = f"unix:{path}"
-        self._write_token()
-        return self.endpoint
-
-    def _write_token(self):
-        from .access import token_file, write_token
-        self.token_path = write_token(token_file(self.endpoint), self.access.operator.token)
-
-    def request_shutdown(self):
-        self._stopped.set()
-
-    async def serve(self):
-        """Serve until a ``shutdown`` request or :meth:`request_shutdown`; then stop listening,
-        end the open connections and remove the socket file."""
-        try:
-            await self._stopped.wait()
-        finally:
-            await self.close()
-
-    async def close(self):
-        if self._server is not None:
-            self._server.close()
-            for task in list(self._connections):
-                if task is not asyncio.current_task():
-                    task.cancel()
-            await self._server.wait_closed()
-            self._server = None
-        if self._socket_path is not None:
-            self._socket_path.unlink(missing_ok=True)
-            self._socket_path = None
-        if self.token_path is not None:
-            self.token_path.unlink(missing_ok=True)
-            self.token_path = None
-        self._worker.shutdown(wait=True)
+    def _operator_token(self):
+        return self.access.operator.token
 
 
 @contextlib.contextmanager

@@ -1,0 +1,1 @@
+"""Models of the board blocks (hw/board/): the Ethernet MAC's framing and checks."""

@@ -273,6 +273,7 @@ from .formal import formal_bench, formal_show  # noqa: E402
 from .bench_nic import (fairness_bench, fairness_show, latency_bench, latency_show,  # noqa: E402
                         scaling_bench, scaling_show)
 from .bench_rack import rack_bench, rack_show  # noqa: E402
+from .bench_board import board_bench, board_show  # noqa: E402
 
 BENCHMARKS = {
     "parser": Benchmark(
@@ -323,6 +324,11 @@ BENCHMARKS = {
         "correlated endpoint loads (consolidation); the latency and throughput cost of a "
         "redirect; simulated rack cycles/s with 1, 2, 4, 8 sNIC actors vs one sNIC alone",
         rack_bench, rack_show),
+    "board": Benchmark(
+        "a board's bitstream (YoWASP Yosys, nextpnr-ecp5, ecppack): LUTs, FFs, BRAM and DSP "
+        "against the part, the NIC clock's target and achieved fmax, build seconds; the "
+        "board's NIC configuration against the Ethernet loopback top", board_bench,
+        board_show),
     "formal": Benchmark(
         "formal proofs (YoWASP Yosys, yosys-smtbmc with Boolector): the stream contract of "
         "the fork, the join, the region link (and its latch) and every NT; the scheduler's "

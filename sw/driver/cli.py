@@ -60,6 +60,10 @@ def _load(args):
 
 
 def cmd_build(args):
+    if args.board:
+        return cmd_build_board(args)
+    if args.out is None:
+        raise SnicError("snic build: --out is required (or --board for a bitstream)")
     from ..hw.generate import write_design
     config = _load(args)
     console = _console()
@@ -76,6 +80,59 @@ def cmd_build(args):
         console.print(f"state map of [bold]{chain}[/] (state-yielding transform): {path}")
     if args.lint:
         return _lint(paths["verilog"], console)
+    return 0
+
+
+def board_config_path(board_name):
+    """The shipped configuration of a board (chains/boards/<name>.toml), or None."""
+    from ..desc.config import default_config_path
+    path = default_config_path().parent / "boards" / f"{board_name}.toml"
+    return path if path.exists() else None
+
+
+def cmd_build_board(args):
+    import shutil
+    from rich.table import Table
+    from ..desc.config import load_config
+    from ..hw.board.boards import board_named
+    from ..tools.board_build import build_board, summary_rows
+    board = board_named(args.board)
+    if args.loopback:
+        config = None
+    else:
+        path = args.config or board_config_path(board.name)
+        if path is None:
+            raise SnicError(f"no shipped configuration for board {board.name}: give --config, "
+                            f"or --loopback for the MAC alone")
+        config = load_config(path)
+    console = _console()
+    t = time.monotonic()
+    with console.status(f"building a bitstream for {board.name}...") as status:
+        step = ["starting"]
+
+        def progress(line):
+            step[0] = line.rstrip(".")
+            console.print(line)
+            status.update(f"{step[0]} ({time.monotonic() - t:.0f} s)")
+
+        def phase(text):
+            status.update(f"{text} ({time.monotonic() - t:.0f} s)")
+        result = build_board(board, config, progress=progress, status=phase, force=args.force)
+    table = Table(title=f"{result['design']} on {result['board']}"
+                  + (" (cached build)" if result.get("cached") else ""), show_header=False)
+    for what, figure in summary_rows(result):
+        table.add_row(what, figure)
+    console.print(table)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        bit = args.out / f"{result['design']}_{result['board']}.bit"
+        shutil.copyfile(result["bitstream"], bit)
+        (args.out / f"{result['design']}_{result['board']}.json").write_text(
+            json.dumps(result, indent=2) + "\n")
+        console.print(f"wrote [bold]{bit}[/]")
+    if not result["timing_met"]:
+        console.print("[yellow]timing: a clock missed its target (the figures above); the "
+                      "bitstream may not work at speed[/]")
     return 0
 
 
@@ -121,7 +178,8 @@ def cmd_bench(args):
     if only and args.name not in ("nt", "transform", "formal"):
         _error(f"--only applies to the nt, transform and formal benchmarks, not {args.name!r}")
         return 2
-    config = _load(args)
+    # The board bench builds the board's own configuration unless one is given.
+    config = None if args.name == "board" and args.config is None else _load(args)
     try:
         result = run_benchmark(args.name, config, console=_console(stderr=True),
                                quick=args.quick, only=only)
@@ -725,10 +783,18 @@ def main(argv=None):
         "Generator and simulator for multi-tenant FPGA SmartNICs."))
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("build", help="write the Verilog and register map of a design")
-    p.add_argument("--config", type=Path, help="design TOML (default: the shipped default.toml)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p = sub.add_parser("build", help="write the Verilog and register map of a design, or "
+                                     "with --board a bitstream")
+    p.add_argument("--config", type=Path, help="design TOML (default: the shipped default.toml; "
+                                                "with --board the board's, chains/boards/)")
+    p.add_argument("--out", type=Path, help="output directory")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only -Wall")
+    p.add_argument("--board", help="build a bitstream for this board with YoWASP Yosys, "
+                                   "nextpnr-ecp5 and ecppack (boards: ecpix5_85, ecpix5_45)")
+    p.add_argument("--loopback", action="store_true",
+                   help="with --board: the Ethernet MAC echoing frames, no NIC")
+    p.add_argument("--force", action="store_true", help="with --board: build again, not from "
+                                                         "the cache")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("lint", help="lint the generated Verilog with verilator -Wall")

@@ -64,6 +64,8 @@ def cmd_build(args):
         return cmd_build_board(args)
     if args.out is None:
         raise SnicError("snic build: --out is required (or --board for a bitstream)")
+    if args.vivado:
+        return cmd_build_vivado(args)
     from ..hw.generate import write_design
     config = _load(args)
     console = _console()
@@ -80,6 +82,22 @@ def cmd_build(args):
         console.print(f"state map of [bold]{chain}[/] (state-yielding transform): {path}")
     if args.lint:
         return _lint(paths["verilog"], console)
+    return 0
+
+
+def cmd_build_vivado(args):
+    from ..tools.vivado import write_vivado_project
+    config = _load(args)
+    console = _console()
+    with console.status(f"generating {config.name} ({config.data_width}-bit)...") as status:
+        try:
+            paths = write_vivado_project(config, args.out, args.vivado, args.clock_mhz,
+                                         progress=status.update)
+        except ValueError as e:
+            raise SnicError(str(e)) from None
+    console.print(f"wrote [bold]{paths['tcl']}[/] for {paths['part']} ({len(paths['sources'])} "
+                  f"Verilog files, constraints {paths['xdc'].name}); run it with "
+                  f"[bold]vivado -mode batch -source build.tcl[/] in {args.out}")
     return 0
 
 
@@ -795,6 +813,10 @@ def main(argv=None):
                    help="with --board: the Ethernet MAC echoing frames, no NIC")
     p.add_argument("--force", action="store_true", help="with --board: build again, not from "
                                                          "the cache")
+    p.add_argument("--vivado", metavar="CARD", help="with --out: also a Vivado non-project Tcl "
+                   "script and constraints for an AMD card or part (u250, u280, u55c, zcu102)")
+    p.add_argument("--clock-mhz", type=float, default=250.0,
+                   help="with --vivado: the clock to close timing at (default 250)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("lint", help="lint the generated Verilog with verilator -Wall")

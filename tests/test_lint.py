@@ -17,13 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def shipped_configurations():
     """Design configurations (TOML with a [design] table) in chains/ and tests/data/; chain
     specifications beside them are not designs."""
-    paths = sorted((ROOT / "chains").glob("*.toml")) + sorted((ROOT / "tests/data").glob("*.toml"))
+    paths = (sorted((ROOT / "chains").glob("*.toml")) + sorted((ROOT / "chains/boards").glob("*.toml"))
+             + sorted((ROOT / "tests/data").glob("*.toml")))
     return [p for p in paths if "design" in tomllib.loads(p.read_text())]
 
 
 def test_the_default_design_is_among_them():
     names = [p.relative_to(ROOT).as_posix() for p in shipped_configurations()]
     assert "chains/default.toml" in names and "tests/data/nic_test.toml" in names
+    assert "chains/boards/ecpix5_85.toml" in names
 
 
 @pytest.mark.parametrize("path", shipped_configurations(),

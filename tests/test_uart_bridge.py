@@ -71,3 +71,24 @@ def test_serial_bus_errors():
         with pytest.raises(ValueError):
             (decode_write_reply if bad[:1] != b"D" else decode_read_reply)(bad)
     assert RegisterAccessError       # a non-OKAY response raises (transport.RegisterBus)
+
+
+def test_status_of_a_board_over_its_uart(tmp_path, capsys):
+    """snic status --serial: the register image of a NIC behind the bridge's model, read
+    through SerialBus as it would be from a board."""
+    import json
+    from test_server import NIC_64, _image          # a sibling module: CI has no tests package
+    from supernic.driver.cli import main
+    from supernic.hw.generate import design_description
+    description = design_description(NIC_64)
+    regmap = tmp_path / "nic.regmap.json"
+    regmap.write_text(json.dumps(description))
+    memory = _image(description, {("nic", "tenants"): 2, ("nic", "ports"): 2,
+                                  ("nic", "regions"): 2, ("id", "build_id"): NIC_64.build_id,
+                                  ("parser1", "packets"): 40})
+    port = _serve(UartBridgeModel(16, memory))
+    assert main(["status", "--serial", f"socket://127.0.0.1:{port}", "--regmap", str(regmap),
+                 "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["endpoint"] == f"serial:socket://127.0.0.1:{port}"
+    assert [p["parser"]["packets"] for p in status["ports"]] == [0, 40]

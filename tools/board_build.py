@@ -149,6 +149,13 @@ def build_board(board, config=None, progress=print, status=None, seed=1, force=F
                      f"bitstream...")
             seconds["bitstream"] = round(_run("ecppack", ["--input", "top.config", "--bit",
                                                           "top.bit"], out, log, status), 1)
+        regmap = None
+        if config is not None:
+            # The design JSON the driver reads the board's registers with (snic status
+            # --serial PORT --regmap it, snic device serve --serial).
+            from supernic.hw.generate import design_description
+            regmap = out / f"{config.name}.regmap.json"
+            regmap.write_text(json.dumps(design_description(config), indent=2) + "\n")
         used, clocks = _report(out / "report.nextpnr.json")
         result = {"board": board.name, "device": platform.device, "package": platform.package,
                   "speed": platform.speed, "design": design,
@@ -156,7 +163,8 @@ def build_board(board, config=None, progress=print, status=None, seed=1, force=F
                   "utilization": used, "clocks": clocks,
                   "timing_met": all(c["achieved_mhz"] >= c["target_mhz"] for c in clocks.values()),
                   "seconds": seconds, "build_seconds": round(sum(seconds.values()), 1),
-                  "bitstream": str(out / "top.bit"), "cached": False}
+                  "bitstream": str(out / "top.bit"), "cached": False,
+                  "regmap": str(regmap) if regmap else None}
         result_path.write_text(json.dumps(result, indent=2) + "\n")
         return result
 

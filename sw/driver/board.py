@@ -1,7 +1,8 @@
 """A board's register window, served by the device server like a virtual device.
 
 On hardware the registers are a memory-mapped BAR (:class:`~supernic.driver.transport.MmapBus`)
-that only the operator (root) may open. ``snic device serve --mmap BAR --regmap DESIGN.json``
+that only the operator (root) may open, or a board's UART bridge
+(:class:`~supernic.driver.serial_bus.SerialBus`, ``--serial``). ``snic device serve --mmap BAR --regmap DESIGN.json``
 puts a :class:`MappedDevice` behind the device server, so tenants reach the board the way they
 reach a virtual device, through the server's per-request checks (:mod:`supernic.driver.access`):
 the same rules on a board. A page-per-tenant mapping is not possible on these designs: their
@@ -12,6 +13,7 @@ Only registers go through it: a board's packets come and go on its Ethernet port
 server's traffic ops answer that they are not available here.
 """
 
+from .serial_bus import SerialBus
 from .transport import MmapBus
 
 __all__ = ["MappedDevice"]
@@ -25,8 +27,8 @@ class MappedDevice:
     cycle = 0
 
     def __init__(self, bus, description):
-        if not isinstance(bus, MmapBus):
-            raise TypeError(f"A mapped device needs an MmapBus, not {bus!r}")
+        if not isinstance(bus, (MmapBus, SerialBus)):
+            raise TypeError(f"A board device needs an MmapBus or a SerialBus, not {bus!r}")
         self.bus = bus
         self.data_width = description.get("config", {}).get("data_width")
 

@@ -8,7 +8,7 @@
     snic resources [KIND ...] [--json]        LUT/FF/BRAM/DSP per NT from YoWASP Yosys
     snic device serve [--config FILE] [--socket PATH | --port N]   serve a virtual device
     snic device serve --mmap BAR --regmap JSON   serve a board's registers (same access rules)
-    snic status [--socket PATH | --port N | --mmap FILE --regmap JSON] [--json]
+    snic status [--socket PATH | --port N | --mmap FILE --regmap JSON | --serial PORT --regmap JSON]
     snic deploy SPEC --tenant T [--instances N] [--weight W] [--socket PATH | --port N]
     snic undeploy --tenant T [--socket PATH | --port N]
     snic state suspend|resume|capture|restore|traps|to-model|from-model --region R
@@ -147,6 +147,8 @@ def cmd_build_board(args):
         shutil.copyfile(result["bitstream"], bit)
         (args.out / f"{result['design']}_{result['board']}.json").write_text(
             json.dumps(result, indent=2) + "\n")
+        if result.get("regmap"):
+            shutil.copyfile(result["regmap"], args.out / Path(result["regmap"]).name)
         console.print(f"wrote [bold]{bit}[/]")
     if not result["timing_met"]:
         console.print("[yellow]timing: a clock missed its target (the figures above); the "
@@ -264,12 +266,13 @@ def cmd_device_serve(args):
 
     def announce(line):
         print(line, flush=True)   # one plain line on stdout: scripts wait for it
-    if args.mmap is not None and args.regmap is None:
-        _error("--mmap needs --regmap (the design JSON that snic build wrote)")
+    board = args.mmap if args.mmap is not None else args.serial
+    if board is not None and args.regmap is None:
+        _error("--mmap and --serial need --regmap (the design JSON that snic build wrote)")
         return 2
-    if args.mmap is not None:
+    if board is not None:
         serve_mapped(args.mmap, args.regmap, args.socket, args.port, size=args.map_size,
-                     announce=announce)
+                     announce=announce, serial=args.serial, baud=args.baud)
         return 0
     config = _load(args)
     # Progress goes to stderr line by line: the first build of a 512-bit NIC takes minutes.
@@ -300,24 +303,31 @@ def cmd_status(args):
             status["endpoint"] = client.endpoint
             return status
 
-    async def over_mmap():
+    async def over_board():
         try:
             description = json.loads(args.regmap.read_text())
         except (OSError, ValueError) as e:
             raise StatusError(f"cannot read the design description {args.regmap}: {e}") from None
-        try:
-            bus = MmapBus(args.mmap, writable=False)
-        except (OSError, ValueError) as e:
-            raise StatusError(f"cannot map {args.mmap}: {e}") from None
+        if args.serial is not None:
+            from .serial_bus import SerialBus
+            bus = SerialBus(args.serial, **({"baud": args.baud} if args.baud else {}))
+            endpoint = f"serial:{args.serial}"
+        else:
+            try:
+                bus = MmapBus(args.mmap, writable=False)
+            except (OSError, ValueError) as e:
+                raise StatusError(f"cannot map {args.mmap}: {e}") from None
+            endpoint = f"mmap:{args.mmap}"
         with bus:
             status = await read_status(bus, description)
-        status["endpoint"] = f"mmap:{args.mmap}"
+        status["endpoint"] = endpoint
         return status
 
-    if args.mmap is not None and args.regmap is None:
-        _error("--mmap needs --regmap (the design JSON that snic build wrote)")
+    board = args.mmap if args.mmap is not None else args.serial
+    if board is not None and args.regmap is None:
+        _error("--mmap and --serial need --regmap (the design JSON that snic build wrote)")
         return 2
-    status = asyncio.run(over_mmap() if args.mmap is not None else over_socket())
+    status = asyncio.run(over_board() if board is not None else over_socket())
     if args.json:
         print(json.dumps(status, indent=2))
     elif status.get("role") == "tenant":
@@ -882,7 +892,11 @@ def main(argv=None):
     p.add_argument("--mmap", type=Path,
                    help="serve a board's registers instead: its BAR (e.g. /sys/bus/pci/devices/"
                         ".../resource0), tenants checked as on a virtual device; needs --regmap")
-    p.add_argument("--regmap", type=Path, help="with --mmap: the design JSON snic build wrote")
+    p.add_argument("--serial", metavar="PORT", help="serve a board's registers over its UART "
+                   "bridge instead (/dev/ttyUSB1, or a pyserial URL); needs --regmap")
+    p.add_argument("--baud", type=int, help="with --serial: the bridge's baud rate (1,000,000)")
+    p.add_argument("--regmap", type=Path, help="with --mmap or --serial: the design JSON snic "
+                                               "build wrote")
     p.add_argument("--map-size", type=int, help="with --mmap: bytes to map (a device file "
                                                 "reports size 0)")
     p.set_defaults(func=cmd_device_serve)
@@ -894,7 +908,11 @@ def main(argv=None):
     where.add_argument("--port", type=int, help="device server's TCP port on 127.0.0.1")
     where.add_argument("--mmap", type=Path, metavar="FILE",
                        help="a memory-mapped register space (a BAR's sysfs resource0 file)")
-    p.add_argument("--regmap", type=Path, help="with --mmap: the design JSON of snic build")
+    where.add_argument("--serial", metavar="PORT",
+                       help="a board's UART register bridge (/dev/ttyUSB1, or a pyserial URL)")
+    p.add_argument("--baud", type=int, help="with --serial: the bridge's baud rate (1,000,000)")
+    p.add_argument("--regmap", type=Path, help="with --mmap or --serial: the design JSON of "
+                                               "snic build")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_status)
 

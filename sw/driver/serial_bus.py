@@ -47,6 +47,12 @@ class SerialBus(RegisterBus):
     def close(self):
         self.port.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def _resync(self):
         self.port.reset_input_buffer()
         self.port.write(_SYNC)

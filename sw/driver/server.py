@@ -557,9 +557,11 @@ def serving_in_thread(server, socket_path, timeout=30.0):
         thread.join(timeout)
 
 
-def serve_mapped(bar, regmap_path, socket_path=None, port=None, size=None, announce=print):
-    """Serve a board's registers, the BAR ``bar`` that ``regmap_path`` (the design JSON)
-    describes, until shutdown, SIGINT or SIGTERM (:mod:`supernic.driver.board`)."""
+def serve_mapped(bar, regmap_path, socket_path=None, port=None, size=None, announce=print,
+                 serial=None, baud=None):
+    """Serve a board's registers, the BAR ``bar`` (or with ``serial`` the UART bridge on that
+    port) that ``regmap_path`` (the design JSON) describes, until shutdown, SIGINT or SIGTERM
+    (:mod:`supernic.driver.board`)."""
     from .board import MappedDevice
     from .transport import MmapBus
     socket_path = None if port is not None else Path(socket_path or default_socket())
@@ -570,10 +572,14 @@ def serve_mapped(bar, regmap_path, socket_path=None, port=None, size=None, annou
         raise ServerError(f"cannot read the design description {regmap_path}: {e}") from None
     if not isinstance(description, dict) or "registers" not in description:
         raise ServerError(f"{regmap_path} is not a design description (no registers)")
-    try:
-        bus = MmapBus(bar, size=size)
-    except (OSError, ValueError) as e:
-        raise ServerError(f"cannot map {bar}: {e}") from None
+    if serial is not None:
+        from .serial_bus import SerialBus
+        bus = SerialBus(serial, **({"baud": baud} if baud else {}))
+    else:
+        try:
+            bus = MmapBus(bar, size=size)
+        except (OSError, ValueError) as e:
+            raise ServerError(f"cannot map {bar}: {e}") from None
     with bus:
         asyncio.run(serve(DeviceServer(MappedDevice(bus, description), description,
                                         regmap_path), socket_path, port, announce))

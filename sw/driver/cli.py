@@ -101,6 +101,19 @@ def cmd_build_vivado(args):
     return 0
 
 
+def cmd_report(args):
+    from ..tools.report import make_report
+    config = _load(args)
+    console = _console()
+    only = [x for x in (args.only or "").split(",") if x]
+    try:
+        path = make_report(config, args.out, console, quick=args.quick, only=only)
+    except ValueError as e:
+        raise SnicError(str(e)) from None
+    console.print(f"wrote [bold]{path}[/]")
+    return 0
+
+
 def board_config_path(board_name):
     """The shipped configuration of a board (chains/boards/<name>.toml), or None."""
     from ..desc.config import default_config_path
@@ -828,6 +841,15 @@ def main(argv=None):
     p.add_argument("--clock-mhz", type=float, default=250.0,
                    help="with --vivado: the clock to close timing at (default 250)")
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("report", help="run the benchmarks and write one Markdown report with "
+                                      "plots, every figure beside its goal and baseline")
+    p.add_argument("--config", type=Path, help="design TOML (default: the shipped default.toml)")
+    p.add_argument("--out", type=Path, default=Path("report"), help="output directory (report)")
+    p.add_argument("--quick", action="store_true", help="each benchmark's short run")
+    p.add_argument("--only", help="comma-separated sections (board, parser, latency, fairness, "
+                                  "scaling, transform, device, rack)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("lint", help="lint the generated Verilog with verilator -Wall")
     p.add_argument("--config", type=Path)

@@ -71,23 +71,51 @@ def _phase(tool, line):
     return "bitstream"
 
 
-def _run(tool, args, cwd, log, status):
-    """Run one tool, its output to ``log`` and its phases to ``status(text)``."""
+def _follow(path, position):
+    """The whole lines appended to ``path`` since ``position``, and the new position."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(position)
+            data = f.read()
+    except FileNotFoundError:
+        return [], position
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode(errors="replace").splitlines(), position + end
+
+
+def _run(tool, args, cwd, log, status, watch=None):
+    """Run one tool, its output to ``log`` (an open file), the phases it reaches to
+    ``status(text)``, read from ``watch``: the log file the tool writes itself (``-l`` for
+    Yosys, ``--log`` for nextpnr). Not from its output: the tools (C++ built for WASI) buffer
+    what they print into a pipe or a file in blocks, so read from there the progress stood
+    minutes behind (a 52,000-LUT synthesis showed its techmap pass while nextpnr was placing),
+    and Yosys's ABC fails under a pseudo-terminal; their own log files are written a line at a
+    time."""
     cmd = [sys.executable, "-c", _RUN[tool], *args]
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace")
-    tail = []
-    for line in proc.stdout:
-        log.write(line)
-        tail = (tail + [line.rstrip()])[-20:]
-        phase = _phase(tool, line)
-        if phase:
-            status(phase)
-    if proc.wait() != 0:
+    log.flush()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    position, tail = 0, []
+    while True:
+        done = proc.poll() is not None
+        if watch is not None:
+            lines, position = _follow(Path(cwd) / watch, position)
+            for line in lines:
+                phase = _phase(tool, line)
+                if phase:
+                    status(phase)
+            tail = (tail + lines)[-20:]
+        if done:
+            break
+        time.sleep(0.5)
+    if proc.returncode != 0:
+        log.flush()
+        tail = tail or _follow(log.name, max(0, Path(log.name).stat().st_size - 4000))[0]
         errors = [t for t in tail if "ERROR" in t or "Error" in t] or tail[-3:]
         raise BoardBuildError(f"{tool} failed after {time.monotonic() - start:.0f} s: "
-                              f"{errors[-1] if errors else 'no output'} (log: {log.name})")
+                              f"{errors[-1].strip() if errors else 'no output'} "
+                              f"(log: {log.name})")
     return time.monotonic() - start
 
 
@@ -137,14 +165,15 @@ def build_board(board, config=None, progress=print, status=None, seed=1, force=F
         with open(out / "build.log", "w") as log:
             progress(f"synthesis (YoWASP Yosys; log {out / 'build.log'})...")
             seconds["synthesis"] = round(_run("yosys", ["-l", "top.rpt", "top.ys"], out, log,
-                                              status), 1)
+                                              status, watch="top.rpt"), 1)
             progress(f"synthesised in {seconds['synthesis']:.0f} s; place and route "
                      f"(nextpnr-ecp5)...")
             seconds["place_route"] = round(_run("nextpnr", [
                 "--log", "top.tim", *device_opts, "--package", package,
                 "--speed", str(platform.speed), "--json", "top.json", "--lpf", "top.lpf",
                 "--textcfg", "top.config", "--report", "report.nextpnr.json",
-                "--timing-allow-fail", "--seed", str(seed)], out, log, status), 1)
+                "--timing-allow-fail", "--seed", str(seed)], out, log, status,
+                watch="top.tim"), 1)
             progress(f"placed and routed in {seconds['place_route']:.0f} s; packing the "
                      f"bitstream...")
             seconds["bitstream"] = round(_run("ecppack", ["--input", "top.config", "--bit",

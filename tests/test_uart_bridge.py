@@ -81,14 +81,17 @@ def test_status_of_a_board_over_its_uart(tmp_path, capsys):
     from supernic.driver.cli import main
     from supernic.hw.generate import design_description
     description = design_description(NIC_64)
+    description["board"] = {"name": "ecpix5_85", "base": 0x1_0000,
+                            "registers": ["rx_frames", "rx_bad_fcs"]}
     regmap = tmp_path / "nic.regmap.json"
     regmap.write_text(json.dumps(description))
     memory = _image(description, {("nic", "tenants"): 2, ("nic", "ports"): 2,
                                   ("nic", "regions"): 2, ("id", "build_id"): NIC_64.build_id,
                                   ("parser1", "packets"): 40})
-    port = _serve(UartBridgeModel(16, memory))
+    port = _serve(UartBridgeModel(16, memory, board=[1234, 5]))
     assert main(["status", "--serial", f"socket://127.0.0.1:{port}", "--regmap", str(regmap),
                  "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["endpoint"] == f"serial:socket://127.0.0.1:{port}"
     assert [p["parser"]["packets"] for p in status["ports"]] == [0, 40]
+    assert status["board"] == {"rx_frames": 1234, "rx_bad_fcs": 5}     # the MAC's counters

@@ -183,8 +183,13 @@ def build_board(board, config=None, progress=print, status=None, seed=1, force=F
             # The design JSON the driver reads the board's registers with (snic status
             # --serial PORT --regmap it, snic device serve --serial).
             from supernic.hw.generate import design_description
+            from supernic.desc.uart_bridge import BOARD_BASE
+            from supernic.hw.board.top import BOARD_REGISTERS
             regmap = out / f"{config.name}.regmap.json"
-            regmap.write_text(json.dumps(design_description(config), indent=2) + "\n")
+            description = design_description(config)
+            description["board"] = {"name": board.name, "base": BOARD_BASE,
+                                    "registers": list(BOARD_REGISTERS)}
+            regmap.write_text(json.dumps(description, indent=2) + "\n")
         used, clocks = _report(out / "report.nextpnr.json")
         result = {"board": board.name, "device": platform.device, "package": platform.package,
                   "speed": platform.speed, "design": design,

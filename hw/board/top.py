@@ -11,11 +11,16 @@ from amaranth.hdl import ClockSignal, DomainRenamer, Elaboratable, Module, Reset
 from amaranth.lib import io, wiring
 
 from .boards import Board
+from .cdc import CounterCrossing
 from .clocks import Ecp5Pll
-from .mac import EthernetMac
+from .mac import MAC_COUNTERS, EthernetMac
 from .rgmii import RgmiiPhy
 
-__all__ = ["BoardTop"]
+__all__ = ["BoardTop", "BOARD_REGISTERS"]
+
+#: The words the UART bridge answers at BOARD_BASE and up, in order (the design JSON names
+#: them under ``board``): the MAC's counters, then the bridge's own.
+BOARD_REGISTERS = MAC_COUNTERS + ("uart_framing_errors", "uart_timeouts", "uart_dropped_bytes")
 
 _RGMII_PINS = ("rst", "mdio", "mdc", "tx_clk", "tx_ctrl", "tx_data", "rx_clk", "rx_ctrl",
                "rx_data")
@@ -73,7 +78,20 @@ class BoardTop(Elaboratable):
         uart = platform.request(self.board.uart, 0, dir={"rx": "-", "tx": "-"})
         m.submodules.uart_rx = uart_rx = io.Buffer("i", uart.rx)
         m.submodules.uart_tx = uart_tx = io.Buffer("o", uart.tx)
-        m.submodules.bridge = bridge = UartAxiLiteBridge(125e6, addr_width=len(nic.s_axil.awaddr))
+        m.submodules.bridge = bridge = UartAxiLiteBridge(
+            125e6, addr_width=len(nic.s_axil.awaddr), board_words=len(BOARD_REGISTERS))
         m.d.comb += [bridge.rx.eq(uart_rx.i), uart_tx.o.eq(bridge.tx)]
+        # The board's counters, read through the bridge; the receiver's cross from rx.
+        values = {"uart_framing_errors": bridge.framing_errors,
+                  "uart_timeouts": bridge.timeouts, "uart_dropped_bytes": bridge.dropped_bytes}
+        for name in MAC_COUNTERS:
+            counter = getattr(mac, name)
+            if name.startswith("rx_"):
+                m.submodules[f"cross_{name}"] = cross = CounterCrossing(32, "rx")
+                m.d.comb += cross.count.eq(counter)
+                counter = cross.value
+            values[name] = counter
+        for k, name in enumerate(BOARD_REGISTERS):
+            m.d.comb += bridge.board[k].eq(values[name])
         wiring.connect(m, bridge.m_axil, nic.s_axil)
         return m

@@ -14,8 +14,9 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ...desc.uart_bridge import (DEFAULT_BAUD, READ, READ_DATA, REQUEST_BYTES, TIMEOUT_BYTES,
-                                 UNKNOWN, WRITE, WRITE_ACK)
+from ...desc.uart_bridge import (BOARD_BASE, DEFAULT_BAUD, READ, READ_DATA, REQUEST_BYTES,
+                                 TIMEOUT_BYTES, UNKNOWN, WRITE, WRITE_ACK)
+from ..csr.axil import AxiResp
 from ..csr.axil import AxiLiteSignature
 from .uart import UartRx, UartTx
 
@@ -23,16 +24,19 @@ __all__ = ["UartAxiLiteBridge"]
 
 
 class UartAxiLiteBridge(wiring.Component):
-    """``rx``/``tx``: the UART's lines (idle high); ``m_axil``: the AXI4-Lite master."""
+    """``rx``/``tx``: the UART's lines (idle high); ``m_axil``: the AXI4-Lite master;
+    ``board``: ``board_words`` read-only words answered at ``BOARD_BASE`` and up."""
 
-    def __init__(self, clk_hz, baud=DEFAULT_BAUD, addr_width=16):
+    def __init__(self, clk_hz, baud=DEFAULT_BAUD, addr_width=16, board_words=0):
         divisor = round(clk_hz / baud)
         if abs(clk_hz / divisor - baud) / baud > 0.02:
             raise ValueError(f"{baud} baud is {abs(clk_hz / divisor - baud) / baud:.1%} off "
                              f"from a {clk_hz / 1e6:g} MHz clock (at most 2 %)")
         self.divisor = divisor
         self.addr_width = addr_width
+        self.board_words = board_words
         super().__init__({
+            **({"board": In(32).array(board_words)} if board_words else {}),
             "rx": In(1, init=1), "tx": Out(1, init=1),
             "m_axil": Out(AxiLiteSignature(addr_width)),
             "framing_errors": Out(16), "dropped_bytes": Out(16), "timeouts": Out(16),
@@ -77,7 +81,11 @@ class UartAxiLiteBridge(wiring.Component):
                                  idle.eq(0)]
                     with m.If(count + 1 == needed):
                         m.d.sync += [aw_done.eq(0), w_done.eq(0)]
-                        with m.If(command == WRITE):
+                        # The last address byte is this one for a read, request[3] for a write.
+                        high = Mux(command == WRITE, request[3], urx.o.payload)
+                        with m.If((request[2] != 0) | (high != 0)):
+                            m.next = "board"
+                        with m.Elif(command == WRITE):
                             m.next = "write"
                         with m.Else():
                             m.next = "read"
@@ -110,6 +118,24 @@ class UartAxiLiteBridge(wiring.Component):
                         reply[1 + i].eq(axil.rdata[8 * i:8 * i + 8]) for i in range(4)] + [
                         reply[5].eq(axil.rresp), reply_len.eq(6), sent.eq(0)]
                     m.next = "reply"
+            with m.State("board"):
+                # The bridge's own words (BOARD_BASE and up): read-only, no bus transfer.
+                drop_byte()
+                index = (address - BOARD_BASE)[2:]
+                known = (address >= BOARD_BASE) & (index < self.board_words)
+                word = Signal(32)
+                for k in range(self.board_words):
+                    with m.If(index == k):
+                        m.d.comb += word.eq(self.board[k])
+                ok = known & (command == READ)
+                resp = Mux(ok, AxiResp.OKAY, AxiResp.SLVERR)
+                with m.If(command == WRITE):
+                    m.d.sync += [reply[0].eq(WRITE_ACK), reply[1].eq(resp), reply_len.eq(2)]
+                with m.Else():
+                    m.d.sync += [reply[0].eq(READ_DATA), reply[5].eq(resp), reply_len.eq(6)] + [
+                        reply[1 + i].eq(Mux(ok, word[8 * i:8 * i + 8], 0)) for i in range(4)]
+                m.d.sync += sent.eq(0)
+                m.next = "reply"
             with m.State("reply"):
                 drop_byte()
                 m.d.comb += [utx.i.valid.eq(1), utx.i.payload.eq(reply[sent])]

@@ -3,7 +3,8 @@
 ``AxiLiteRam`` as the registers.
 
 ``random_requests`` (scenario: ``seed``, ``requests``): random reads and writes with random
-strobes and random AXI-Lite stalls; between them bytes that are no command (answered ``?``),
+strobes and random AXI-Lite stalls, some of them to the bridge's own read-only words (reads of
+words past them and writes answered SLVERR); between them bytes that are no command (answered ``?``),
 requests cut short and left to time out (no reply; the next request works), and line breaks
 (framing errors, counted, the byte dropped). Every reply must equal the model's, and at the end
 every word the model holds must read back the same through the bridge.
@@ -29,11 +30,14 @@ from supernic.sim.tb.bench_env import design as read_design, env as _env, write_
 __all__ = ["BridgeTestTop", "bridge_simulator"]
 
 CLK_HZ, BAUD = 100e6, 5_000_000      # 20 clocks a bit: a short bench
+#: The board words the test top gives the bridge.
+BOARD_WORDS = [0x1111_1111 * (k + 1) for k in range(3)]
 
 
 class BridgeTestTop(wiring.Component):
     def __init__(self):
-        self.bridge = UartAxiLiteBridge(CLK_HZ, BAUD, addr_width=16)
+        self.bridge = UartAxiLiteBridge(CLK_HZ, BAUD, addr_width=16,
+                                        board_words=len(BOARD_WORDS))
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1),
                           "m_axil": Out(AxiLiteSignature(16)),
                           "framing_errors": Out(16), "timeouts": Out(16),
@@ -43,6 +47,7 @@ class BridgeTestTop(wiring.Component):
         m = Module()
         m.submodules.bridge = bridge = self.bridge
         m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx)]
+        m.d.comb += [bridge.board[k].eq(v) for k, v in enumerate(BOARD_WORDS)]
         wiring.connect(m, bridge.m_axil, wiring.flipped(self.m_axil))
         for name in ("framing_errors", "timeouts", "dropped_bytes"):
             m.d.comb += getattr(self, name).eq(getattr(bridge, name))
@@ -84,7 +89,7 @@ async def random_requests(dut):
     dut.rst.value = 0
     await RisingEdge(dut.clk)
 
-    model = UartBridgeModel(16)
+    model = UartBridgeModel(16, board=BOARD_WORDS)
     byte_ns = 10 * 1e9 / BAUD
     problems, kinds = [], []
     breaks = timeouts = 0
@@ -103,7 +108,9 @@ async def random_requests(dut):
         if got != expect:
             problems.append(f"{data.hex()}: got {got.hex() or 'nothing'}, want {expect.hex()}")
 
-    addresses = [4 * rng.randrange(64) for _ in range(24)] + [0xFFFC, 0]
+    # NIC registers, and the bridge's own words (three, then one past them, then far past).
+    addresses = [4 * rng.randrange(64) for _ in range(24)] + [0xFFFC, 0] + [
+        0x1_0000, 0x1_0004, 0x1_0008, 0x1_000C, 0x8000_0000]
     for _ in range(count):
         kind = rng.choice(["write"] * 4 + ["read"] * 4 + ["junk", "cut", "break"])
         kinds.append(kind)

@@ -296,8 +296,8 @@ def cmd_device_serve(args):
 def cmd_status(args):
     import asyncio
     from .client import DeviceClient, SocketBus
-    from .status import (StatusError, read_status, read_tenant_status, render_status,
-                         render_tenant_status)
+    from .status import (StatusError, read_board_counters, read_status, read_tenant_status,
+                         render_status, render_tenant_status)
     from .transport import MmapBus
 
     async def over_socket():
@@ -333,6 +333,7 @@ def cmd_status(args):
             endpoint = f"mmap:{args.mmap}"
         with bus:
             status = await read_status(bus, description)
+            status["board"] = await read_board_counters(bus, description)
         status["endpoint"] = endpoint
         return status
 

@@ -25,7 +25,8 @@ is ``None`` and named in ``absent``, with the reason, rather than failing.
 from ..desc.errors import SnicError
 from .discovery import check_supported, discover
 
-__all__ = ["StatusError", "read_status", "render_status", "read_tenant_status",
+__all__ = ["StatusError", "read_status", "read_board_counters", "render_status",
+           "read_tenant_status",
            "render_tenant_status"]
 
 
@@ -224,6 +225,17 @@ def _cell(value):
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+async def read_board_counters(bus, description):
+    """A board's own counters (the MAC's and the UART bridge's), the words the design JSON's
+    ``board`` section names from its ``base`` (the bridge answers them: hw/board/top.py);
+    ``{}`` for a design without one."""
+    board = description.get("board")
+    if not board:
+        return {}
+    return {name: await bus.read32(board["base"] + 4 * k)
+            for k, name in enumerate(board["registers"])}
+
+
 def render_status(status, console):
     """Print ``status`` (from :func:`read_status`) as rich tables on ``console``."""
     from rich.table import Table
@@ -286,6 +298,13 @@ def render_status(status, console):
                       + (f"; {store['misrouted']:,} misrouted (no such region), "
                          f"{store['header_errors']:,} header errors"
                          if "misrouted" in store else ""))
+    if status.get("board"):
+        table = Table(title="board (Ethernet MAC, UART bridge)")
+        table.add_column("counter")
+        table.add_column("value", justify="right")
+        for name, value in status["board"].items():
+            table.add_row(name, f"{value:,}")
+        console.print(table)
     for section, reason in status["absent"].items():
         console.print(f"{section}: absent ({reason})")
     access = status.get("access")

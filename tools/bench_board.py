@@ -5,6 +5,11 @@ configuration (``--config``, default the board's own under chains/boards/) and w
 loopback top, the baseline: what the Ethernet path, clocks and I/O cost without the NIC. Per
 build: LUTs (nextpnr's TRELLIS_COMB: LUT4s and carry halves), flip-flops, block RAMs, DSPs,
 each against the part; each clock's target and achieved frequency; the build seconds.
+
+Without ``--quick`` it also synthesises the 512-bit default NIC (chains/default.toml) block by
+block (``snic resources --config``, Yosys ``synth_ecp5``, out of context), to say what the
+default design needs against the same part: its LUT4s plus two per carry cell (nextpnr packs a
+CCU2C into two TRELLIS_COMB), which is what nextpnr would have to place.
 """
 
 import time
@@ -51,8 +56,29 @@ def board_bench(config, console, quick, board_name="ecpix5_85"):
     result["goal_fmax_mhz"] = 125.0
     result["meets_goal"] = bool(result["nic"]["fmax_mhz"]
                                 and result["nic"]["fmax_mhz"] >= result["goal_fmax_mhz"])
+    if not quick:
+        result["default_nic"] = _default_nic(nic["utilization"]["lut"]["available"], console)
     result["seconds"] = round(time.monotonic() - t0, 1)
     return result
+
+
+def _default_nic(part_luts, console):
+    import os
+    from ..desc.config import default_config_path, load_config
+    from .design_resources import design_resources
+    config = load_config(default_config_path())
+    with console.status("the 512-bit default NIC, block by block (synth_ecp5)...") as status:
+        res = design_resources(config, targets=("ecp5",), jobs=os.cpu_count() or 1,
+                               progress=status.update)
+    total = res["total"]["ecp5"]
+    comb = total["lut"] + 2 * total["carry"]
+    return {"config": config.name, "data_width": config.data_width, "lut": total["lut"],
+            "carry": total["carry"], "ff": total["ff"], "bram18": total["bram18"],
+            "comb_cells": comb, "part_comb_cells": part_luts,
+            "share_of_part": round(comb / part_luts, 3), "fits": comb <= part_luts,
+            "largest_blocks": sorted(((b["block"], b["ecp5"]["lut"]) for b in res["blocks"]
+                                      if "ecp5" in b), key=lambda x: -x[1])[:6],
+            "errors": res["errors"]}
 
 
 def board_show(result, console):
@@ -69,6 +95,13 @@ def board_show(result, console):
                       f"{f['fmax_target_mhz']}", "yes" if f["timing_met"] else "NO",
                       f"{f['build_seconds']:.0f}" + (" (cached)" if f["cached"] else ""))
     console.print(table)
+    if "default_nic" in result:
+        d = result["default_nic"]
+        console.print(f"the {d['data_width']}-bit default NIC ({d['config']}): {d['lut']:,} LUT4s"
+                      f" and {d['carry']:,} carry cells, {d['comb_cells']:,} logic cells, "
+                      f"{d['share_of_part']:.0%} of the part: "
+                      f"{'fits' if d['fits'] else 'does not fit'} (largest: "
+                      + ", ".join(f"{b} {n:,}" for b, n in d["largest_blocks"]) + ")")
     console.print(f"NIC: {result['nic_lut_share_of_part']:.1%} of the part's LUTs, "
                   f"{result['nic_over_loopback_lut']}x the loopback's; goal "
                   f"{result['goal_fmax_mhz']} MHz: {'met' if result['meets_goal'] else 'missed'}")

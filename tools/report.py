@@ -31,7 +31,10 @@ def _board(r):
              f"loopback {loop['lut']:,}", nic["lut"] <= nic["lut_available"]),
         _row("bitstream build (s)", nic["build_seconds"], None,
              f"loopback {loop['build_seconds']}"),
-    ]
+    ] + ([_row(f"the {r['default_nic']['data_width']}-bit default NIC's logic cells",
+               f"{r['default_nic']['comb_cells']:,} ({r['default_nic']['share_of_part']:.0%} "
+               f"of the part)", None, f"{r['config']} {nic['lut']:,}")]
+         if "default_nic" in r else [])
 
 
 def _parser(r):

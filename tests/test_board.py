@@ -27,7 +27,7 @@ def test_board_table():
         board_named("nope")
     # Every board has a shipped configuration that loads.
     from supernic.desc.config import load_config
-    from supernic.driver.cli import board_config_path
+    from supernic.hw.board.boards import board_config_path
     assert load_config(board_config_path("ecpix5_85")).ports == 1
     assert set(BOARDS) >= {"ecpix5_85", "ecpix5_45"}
 

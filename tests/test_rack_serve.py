@@ -6,8 +6,9 @@ The claims tried here: nothing runs before a deploy (a traffic request is refuse
 line); a bad request (an unknown sNIC or tenant, a bad flow) is one line, exit 2, and leaves the
 rack as it was; a tenant's traffic is served where it was deployed and, after `snic rack
 migrate`, where it moved, with the rack-wide account balanced each time; `status` counts every
-packet of every traffic request; a connection without the operator's token may only say hello;
-`stop` ends the server and removes its socket and token.
+packet of every traffic request; a tenant's token (written by the deploy) sends its own flows
+and reads its own status only; a connection without a token may only say hello; `stop` ends the
+server and removes its socket and the tokens.
 """
 
 import json
@@ -67,6 +68,9 @@ def test_a_served_rack_deploys_runs_and_moves_tenants(served, capsys, monkeypatc
 
     code, out, _ = _snic(capsys, "deploy", "--all", *where)
     assert code == 0 and "deployed alice on nic0" in out and "deployed bob on nic1" in out
+    tokens = {name: sock.with_name(f"{sock.name}.{name}.token") for name in ("alice", "carol")}
+    assert all(path.exists() and path.stat().st_mode & 0o777 == 0o600
+               for path in tokens.values())
     _one_line_error(capsys, "already runs on nic0", "deploy", "alice", "--nic", "nic0", *where)
     _one_line_error(capsys, "no tenant 'zed'", "traffic", "--flow", "zed:rate=0.5", *where)
     _one_line_error(capsys, "give TENANT:SPEC", "traffic", "--flow", "rate=0.5", *where)
@@ -104,13 +108,29 @@ def test_a_served_rack_deploys_runs_and_moves_tenants(served, capsys, monkeypatc
     code, out, _ = _snic(capsys, "status", *where)
     assert code == 0 and "balanced" in out and "alice" in out
 
-    # Without the operator's token only hello is answered.
+    # A tenant's token: its own flows and its own part of the status, nothing else.
+    monkeypatch.setenv("SNIC_TOKEN_FILE", str(tokens["carol"]))
+    code, out, _ = _snic(capsys, "status", *where, "--json")
+    mine = json.loads(out)
+    assert code == 0 and set(mine["tenants"]) == {"carol"} and mine["nics"] == {}
+    assert mine["tenants"]["carol"]["sent"] == status["tenants"]["carol"]["sent"]
+    code, out, _ = _snic(capsys, "traffic", "--flow", "carol:rate=0.3,size=128-1500",
+                         "--cycles", 2000, "--json", *where)
+    assert code == 0 and set(json.loads(out)["tenants"]) == {"carol"}
+    _one_line_error(capsys, "tenant carol may send its own flows only", "traffic", "--flow",
+                    "alice:rate=0.3", *where)
+    _one_line_error(capsys, "'migrate' is the operator's", "migrate", "carol", "--to", "nic0",
+                    *where)
+    _one_line_error(capsys, "'shutdown' is the operator's", "stop", *where)
+    monkeypatch.delenv("SNIC_TOKEN_FILE")
+
+    # Without a token only hello is answered.
     monkeypatch.setattr(rack_client, "read_token", lambda path: None)
     with rack_client.rack_connection(sock) as rack:
         assert rack.request("hello")["rack"] == "rack_test"
-        with pytest.raises(rack_client.RackError, match="denied: 'status' needs the operator"):
+        with pytest.raises(rack_client.RackError, match="denied: 'status' needs a token"):
             rack.request("status")
-        with pytest.raises(rack_client.RackError, match="denied: not the rack's operator"):
+        with pytest.raises(rack_client.RackError, match="denied: not a token of this rack"):
             rack.request("auth", token="0" * 64)
     monkeypatch.undo()
 
@@ -120,4 +140,5 @@ def test_a_served_rack_deploys_runs_and_moves_tenants(served, capsys, monkeypatc
     while sock.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not sock.exists() and not sock.with_name(sock.name + ".token").exists()
+    assert not any(path.exists() for path in tokens.values())
     _one_line_error(capsys, "no rack is serving", "status", *where)

@@ -33,8 +33,7 @@ def _figures(result):
 
 def board_bench(config, console, quick, board_name="ecpix5_85"):
     from ..desc.config import load_config
-    from ..driver.cli import board_config_path
-    from ..hw.board.boards import board_named
+    from ..hw.board.boards import board_config_path, board_named
     from .board_build import build_board
     board = board_named(board_name)
     if config is None:

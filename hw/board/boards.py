@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from ...desc.errors import SnicError
 
-__all__ = ["Board", "BOARDS", "board_named"]
+__all__ = ["Board", "BOARDS", "board_named", "board_config_path"]
 
 
 @dataclass(frozen=True)
@@ -45,3 +45,10 @@ def board_named(name):
         return BOARDS[name]
     except KeyError:
         raise SnicError(f"no board {name!r} (boards: {', '.join(sorted(BOARDS))})") from None
+
+
+def board_config_path(board_name):
+    """The shipped NIC configuration of a board (chains/boards/<name>.toml), or None."""
+    from ...desc.config import default_config_path
+    path = default_config_path().parent / "boards" / f"{board_name}.toml"
+    return path if path.exists() else None

@@ -98,7 +98,7 @@ def render_rack(summary, console):
     for col in ("sNIC", "regions (tenant: chain)", "tenants (enqueued / queue drops / "
                 "delivered)", "rack rx / bad"):
         table.add_column(col)
-    for name, row in summary["nics"].items():
+    for name, row in summary["nics"].items():      # none in a tenant's view
         if row["dead_at"] is not None:
             table.add_row(name, f"dead since cycle {row['dead_at']:,}", "", "")
             continue
@@ -109,7 +109,8 @@ def render_rack(summary, console):
         rack = row.get("rack")
         table.add_row(name, regions, tenants, f"{rack['rx']} / {rack['rx_bad']}" if rack
                       else "-")
-    console.print(table)
+    if summary["nics"]:
+        console.print(table)
     table = Table(title="tenants")
     for col in ("tenant", "chain", "sent", "delivered", "served by", "redirects",
                 "latency p50 / p99 (cycles)"):

@@ -14,9 +14,12 @@ move is done): between requests it stands still, so what ``status`` shows is exa
 Protocol: the device server's (:mod:`supernic.driver.server`): a 4-byte big-endian length and
 a JSON object each way, one request at a time per connection; requests from all connections
 run one after another on the rack, on one worker thread (a long ``traffic`` does not stop the
-server from accepting connections). Access is the operator's only: the socket is owner-only
-and a connection must present the token written beside it (``<socket>.token``) before any op
-but ``hello`` and ``auth``.
+server from accepting connections). Access: the socket is owner-only and a connection must
+present a token before any op but ``hello`` and ``auth``: the operator's (written beside the
+socket, ``<socket>.token``) may do everything; a tenant's (``grant``, which ``snic rack deploy``
+asks for and writes to ``<socket>.<tenant>.token``) may send traffic of its own flows only and
+sees its own part of ``status`` and of a traffic summary, as a tenant of one sNIC does on the
+device server.
 
 ===========  =====================================  ==============================================
 op           arguments                              result
@@ -33,6 +36,7 @@ migrate      ``tenant``, ``to``                     the move's report (``from``,
                                                     ``region``, ``held``, ``cycles``, ...)
 traffic      ``flows`` ({tenant: [flow spec]}),     the summary over this request's packets
              ``cycles``, ``seed``
+grant        ``tenant``                             ``token``: the tenant's (operator only)
 shutdown     (none)                                 (empty); the server then stops
 ===========  =====================================  ==============================================
 """
@@ -43,7 +47,7 @@ from pathlib import Path
 
 from ...desc.errors import SnicError
 from ...driver.access import new_token
-from ...driver.rack_client import default_rack_socket
+from ...driver.rack_client import default_rack_socket, tenant_token_file
 from ...driver.server import FramedServer, check_endpoint_free
 from ...driver.traffic import parse_flow
 from .pool import PoolControl, PoolPolicy
@@ -54,6 +58,8 @@ __all__ = ["RackServer", "serve_rack", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 _ANONYMOUS = frozenset({"hello", "auth"})
+#: What a tenant's token may do: its own traffic and its own part of the status.
+_TENANT_OPS = frozenset({"hello", "auth", "status", "traffic"})
 #: A traffic request's largest cycle count: the request holds the rack until it is done.
 MAX_TRAFFIC_CYCLES = 10_000_000
 
@@ -86,6 +92,7 @@ class RackServer(FramedServer):
         self.sent = {name: [] for name in rack.tenants}     # every packet since the start
         self._traffic_runs = 0
         self.token = new_token()
+        self.tenant_tokens = {}         # tenant name -> its token (grant)
 
     # --- requests --------------------------------------------------------------------------
 
@@ -165,32 +172,72 @@ class RackServer(FramedServer):
     def _op_shutdown(self, request):
         return {}
 
+    def _op_grant(self, request):
+        name = _text(request, "tenant")
+        if name not in self.rack.tenants:
+            raise SnicError(f"no tenant {name!r} in rack {self.rack.config.name}")
+        token = self.tenant_tokens.setdefault(name, new_token())
+        return {"token": token}
+
+    @staticmethod
+    def _own_part(summary, tenant):
+        """A summary as a tenant sees it: its own figures and the rack-wide account."""
+        return {**{k: summary[k] for k in ("rack", "topology", "cycles", "window_cycles")
+                   if k in summary},
+                "nics": {}, "tenants": {tenant: summary["tenants"][tenant]}
+                if tenant in summary["tenants"] else {},
+                "moves": [m for m in summary.get("moves", []) if m.get("tenant") == tenant],
+                "account": summary["account"], "role": "tenant", "tenant": tenant}
+
     # --- connections ---------------------------------------------------------------------
 
-    async def _reply(self, request, authed):
+    async def _reply(self, request, role):
+        """``role``: False before a token, True for the operator, a tenant's name for it."""
         reply = {"id": request.get("id")}
         op = request.get("op")
         try:
             if op == "auth":
                 token = request.get("token")
-                if not isinstance(token, str) or not hmac.compare_digest(token, self.token):
-                    raise PermissionError("denied: not the rack's operator token")
-                authed = True
-                result = {"role": "operator"}
-            elif op not in _ANONYMOUS and not authed:
-                raise PermissionError(f"denied: {op!r} needs the operator's token (in the file "
-                                      f"beside the rack's socket)")
+                if not isinstance(token, str):
+                    raise PermissionError("denied: not a token of this rack")
+                if hmac.compare_digest(token, self.token):
+                    role, result = True, {"role": "operator"}
+                else:
+                    name = next((n for n, t in self.tenant_tokens.items()
+                                 if hmac.compare_digest(token, t)), None)
+                    if name is None:
+                        raise PermissionError("denied: not a token of this rack")
+                    role, result = name, {"role": "tenant", "tenant": name}
+            elif op not in _ANONYMOUS and role is False:
+                raise PermissionError(f"denied: {op!r} needs a token (the operator's is in the "
+                                      f"file beside the rack's socket)")
+            elif isinstance(role, str) and op not in _TENANT_OPS:
+                raise PermissionError(f"denied: {op!r} is the operator's; tenant {role} may "
+                                      f"send its traffic and read its status")
+            elif isinstance(role, str) and op == "traffic" and (
+                    set(request.get("flows") or {}) - {role} or not request.get("flows")):
+                raise PermissionError(f"denied: tenant {role} may send its own flows only")
             else:
                 result = await asyncio.get_running_loop().run_in_executor(
                     self._worker, self.handle, request)
+                if isinstance(role, str) and op in ("status", "traffic"):
+                    result = self._own_part(result, role)
             reply.update(ok=True, result=result)
         except Exception as e:  # noqa: BLE001: any failure goes back to the client, one line
             text = str(e).splitlines()[0] if str(e) else type(e).__name__
             reply.update(ok=False, error=text)
-        return reply, authed
+        return reply, role
 
     def _default_socket(self):
         return default_rack_socket()
+
+    async def close(self):
+        # Tenants' tokens die with the server: their files (snic rack deploy wrote them) go.
+        endpoint = self.endpoint
+        await super().close()
+        if endpoint is not None:
+            for name in self.tenant_tokens:
+                tenant_token_file(endpoint, name).unlink(missing_ok=True)
 
     def _operator_token(self):
         return self.token

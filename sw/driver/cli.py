@@ -114,18 +114,11 @@ def cmd_report(args):
     return 0
 
 
-def board_config_path(board_name):
-    """The shipped configuration of a board (chains/boards/<name>.toml), or None."""
-    from ..desc.config import default_config_path
-    path = default_config_path().parent / "boards" / f"{board_name}.toml"
-    return path if path.exists() else None
-
-
 def cmd_build_board(args):
     import shutil
     from rich.table import Table
     from ..desc.config import load_config
-    from ..hw.board.boards import board_named
+    from ..hw.board.boards import board_config_path, board_named
     from ..tools.board_build import build_board, summary_rows
     board = board_named(args.board)
     if args.loopback:
@@ -761,7 +754,8 @@ def cmd_rack_serve(args):
 def cmd_rack_client(args):
     """`snic rack status|deploy|undeploy|migrate|traffic|stop` against a served rack."""
     from ..sim.rack.run import render_rack
-    from .rack_client import rack_connection
+    from .access import write_token
+    from .rack_client import rack_connection, tenant_token_file
     action = args.action
     if action == "deploy" and bool(args.tenant) == bool(args.all):
         raise SnicError("give a tenant or --all" + (", not both" if args.all else ""))
@@ -778,8 +772,12 @@ def cmd_rack_client(args):
             placed = rack.request("deploy", tenant=args.tenant, all=args.all, nic=args.nic,
                                   instances=args.instances)["placed"]
             for p in placed:
+                # The tenant's token (its own traffic and status), owner-only beside the socket.
+                path = tenant_token_file(rack.endpoint, p["tenant"])
+                write_token(path, rack.request("grant", tenant=p["tenant"])["token"])
                 print(f"deployed {p['tenant']} on {p['nic']} as tenant {p['slot']}, regions "
-                      f"{', '.join(map(str, p['regions']))}")
+                      f"{', '.join(map(str, p['regions']))}; its token: {path} "
+                      f"(SNIC_TOKEN_FILE={path} snic rack status)")
             if not placed:
                 print("every tenant is deployed already")
             return 0

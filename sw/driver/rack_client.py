@@ -7,6 +7,7 @@
 
 import asyncio
 import contextlib
+import os
 from pathlib import Path
 
 from ..desc.errors import SnicError
@@ -15,13 +16,19 @@ from .client import open_unix
 from .server import ProtocolError, read_message, write_message
 
 __all__ = ["RackClient", "RackError", "RackUnavailable", "rack_connection",
-           "default_rack_socket"]
+           "default_rack_socket", "tenant_token_file"]
 
 
 def default_rack_socket():
     """``$SNIC_CACHE/run/rack.sock`` (beside the device server's socket)."""
     from ..cache import cache_root
     return cache_root() / "run" / "rack.sock"
+
+
+def tenant_token_file(endpoint, tenant):
+    """Where ``snic rack deploy`` keeps a tenant's token: ``<socket>.<tenant>.token``."""
+    path = token_file(endpoint)
+    return path.with_name(path.name[:-len(".token")] + f".{tenant}.token")
 
 
 class RackError(SnicError):
@@ -54,9 +61,16 @@ class RackClient:
             self._loop.close()
             raise RackUnavailable(f"cannot connect to the rack on {self.endpoint}: "
                                   f"{e.strerror or e}") from None
-        token = read_token(token_file(self.endpoint))
+        # A tenant's token where $SNIC_TOKEN_FILE names one (snic rack deploy wrote it), else
+        # the operator's beside the socket, as for the device server.
+        self.role = None
+        named = os.environ.get("SNIC_TOKEN_FILE")
+        token = read_token(named) if named else read_token(token_file(self.endpoint))
+        if named and token is None:
+            self.close()
+            raise RackError(f"cannot read a token from $SNIC_TOKEN_FILE ({named})")
         if token is not None:
-            self.request("auth", token=token)
+            self.role = self.request("auth", token=token)
 
     def request(self, op, **arguments):
         """Send one request; return its result or raise :class:`RackError`."""

@@ -7,7 +7,7 @@ an ECP5 PLL, and resets that leave only once the PLL has locked.
 at 1 Gbit/s (clause 35), so the transmitter runs in ``sync`` itself.
 """
 
-from amaranth.hdl import ClockDomain, ClockSignal, Const, Instance, Module, Signal
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
@@ -34,8 +34,9 @@ def pll_dividers(f_in, f_out):
 
 
 class Ecp5Pll(wiring.Component):
-    """``clk_in`` at ``f_in`` in; the ``sync`` domain at ``f_out``, held in reset until the
-    PLL locks and ``rst_in`` is low (synchronised into the domain)."""
+    """``clk_in`` at ``f_in`` in; the clock and reset of ``domain`` (defined by the caller) at
+    ``f_out``, held in reset until the PLL locks and ``rst_in`` is low (synchronised into the
+    domain)."""
 
     def __init__(self, f_in, f_out=125e6, domain="sync"):
         self.f_in, self.f_out, self.domain = f_in, f_out, domain
@@ -45,7 +46,6 @@ class Ecp5Pll(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         clki, clkfb, clkop = self.dividers
-        m.domains += ClockDomain(self.domain)
         clk = Signal()
         m.submodules.pll = Instance(
             "EHXPLLL",

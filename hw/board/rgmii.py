@@ -10,7 +10,7 @@ PHY's internal delays (RGMII-ID), which this board's PHY is strapped for by its 
 what must be checked first on silicon.
 """
 
-from amaranth.hdl import Cat, ClockDomain, ClockSignal, Module, ResetSignal
+from amaranth.hdl import Cat, ClockSignal, Module, ResetSignal
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In
@@ -22,8 +22,8 @@ __all__ = ["RgmiiPhy"]
 
 class RgmiiPhy(wiring.Component):
     """The board's RGMII pins (``pins``: the ``eth_rgmii`` resource requested with
-    ``dir="-"``) on one side, ``gmii`` (the MAC's view, flipped) on the other; it also makes the
-    ``rx`` domain from ``rx_clk``."""
+    ``dir="-"``) on one side, ``gmii`` (the MAC's view, flipped) on the other; it drives the
+    clock and reset of the ``rx`` domain (which the caller defines) from ``rx_clk``."""
 
     def __init__(self, pins, ddr_buffer=io.DDRBuffer):
         self.pins = pins
@@ -35,7 +35,6 @@ class RgmiiPhy(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         pins = self.pins
-        m.domains.rx = ClockDomain("rx")
         m.submodules.rx_clk = rx_clk = io.Buffer("i", pins.rx_clk)
         m.d.comb += ClockSignal("rx").eq(rx_clk.i)
         if platform is not None:

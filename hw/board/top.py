@@ -7,7 +7,7 @@ delivers leaves on that port. The NIC's registers are reached over the board's U
 (:mod:`.uart_bridge`), which the driver reaches through ``SerialBus``.
 """
 
-from amaranth.hdl import ClockSignal, DomainRenamer, Elaboratable, Module, ResetSignal
+from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Elaboratable, Module, ResetSignal
 from amaranth.lib import io, wiring
 
 from .boards import Board
@@ -39,6 +39,10 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         board = self.board
+        # The NIC's clock (from the PLL) and the PHY's receive clock (from its rx_clk pin),
+        # defined here and driven by the blocks that make them.
+        m.domains.sync = ClockDomain("sync")
+        m.domains.rx = ClockDomain("rx")
         clock = platform.request(board.clock, dir="-")
         m.submodules.clock_buf = clock_buf = io.Buffer("i", clock)
         m.submodules.pll = pll = Ecp5Pll(board.clock_hz, 125e6)

@@ -85,6 +85,7 @@ class RgmiiLoopbackTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        m.domains.rx = ClockDomain("rx")        # clocked by the PHY's rx_clk pin (RgmiiPhy)
         m.submodules.phy = phy = RgmiiPhy(_Pins(), ddr_buffer=SimulatedDdrBuffer)
         m.submodules.mac = mac = EthernetMac(64, self.max_frame, 4096, 4096)
         wiring.connect(m, phy.gmii, mac.gmii)

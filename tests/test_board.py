@@ -53,3 +53,27 @@ def test_cli_refusals(tmp_path):
     assert bad.returncode != 0 and "no board 'nope'" in bad.stderr
     no_out = snic("build")
     assert no_out.returncode != 0 and "--out is required" in no_out.stderr
+
+
+def test_board_bench_figures(monkeypatch):
+    """snic bench board's JSON from two builds (the board's NIC and the loopback), here the
+    loopback's real report twice over: every figure the issue asks for is named in it."""
+    import io
+    import json
+    from rich.console import Console
+    import supernic.tools.board_build as board_build
+    from supernic.tools.bench_board import board_bench, board_show
+    loopback = build_board(board_named("ecpix5_85"), None)
+    monkeypatch.setattr(board_build, "build_board", lambda board, config, **kw: loopback)
+    result = board_bench(None, Console(file=io.StringIO()), quick=True)
+    json.dumps(result)
+    for build in ("nic", "loopback"):
+        figures = result[build]
+        for key in ("lut", "lut_available", "ff", "bram", "dsp", "fmax_target_mhz", "fmax_mhz",
+                    "build_seconds", "timing_met"):
+            assert key in figures, key
+    assert result["nic"]["fmax_target_mhz"] == 125.0 and result["goal_fmax_mhz"] == 125.0
+    assert result["meets_goal"] == (result["nic"]["fmax_mhz"] >= 125)
+    out = Console(record=True, file=io.StringIO(), width=150)
+    board_show(result, out)
+    assert "ecpix5_85" in out.export_text()

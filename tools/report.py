@@ -110,6 +110,18 @@ def _rack(r):
     return rows
 
 
+def _save(fig, ax, path):
+    import matplotlib.pyplot as plt
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _goal_line(ax, y, label="goal"):
+    ax.axhline(y, color="r", ls="--", lw=1, label=label)
+
+
 def _plot_board(r, path):
     import matplotlib.pyplot as plt
     names = ["lut", "ff", "bram", "dsp"]
@@ -123,10 +135,7 @@ def _plot_board(r, path):
     ax.set_ylabel("share of the part")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_title(f"{r['config']} on {r['board']} ({r['device']})")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def _plot_fairness(r, path):
@@ -134,13 +143,10 @@ def _plot_fairness(r, path):
     pol = r["policies"]
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.bar(list(pol), [v["jain"] for v in pol.values()])
-    ax.axhline(0.98, color="r", ls="--", lw=1, label="goal (DRF)")
+    _goal_line(ax, 0.98, "goal (DRF)")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("Jain's index")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def _plot_scaling(r, path):
@@ -149,13 +155,10 @@ def _plot_scaling(r, path):
     fig, ax = plt.subplots(figsize=(5, 3))
     xs = [p.get("instances", i + 1) for i, p in enumerate(pts)]
     ax.plot(xs, [p["efficiency"] for p in pts], "o-", label="efficiency")
-    ax.axhline(0.95, color="r", ls="--", lw=1, label="goal")
+    _goal_line(ax, 0.95)
     ax.set_xlabel("instances")
     ax.set_ylim(0, 1.1)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 #: name: (title, headline rows, plot or None). The order is the report's.

@@ -12,7 +12,7 @@ receiver that runs the whole frame, FCS included, through the register ends at t
 
 import functools
 
-from amaranth.hdl import Cat, Const, Value
+from amaranth.hdl import Cat
 
 __all__ = ["CRC_INIT", "CRC_RESIDUE", "crc32_byte", "crc32_byte_model"]
 
@@ -47,9 +47,7 @@ def _taps():
 
 
 def crc32_byte(crc, byte):
-    """The next register value (an Amaranth value) after ``byte``, from register ``crc``."""
-    byte = Value.cast(byte)
-    if len(byte) < 8:
-        byte = Cat(byte, Const(0, 8 - len(byte)))
+    """The next register value (an Amaranth value) after ``byte`` (8 bits), from register
+    ``crc``."""
     return Cat(*(Cat(*(crc[i] for i in regs), *(byte[i] for i in data)).xor()
                  for regs, data in _taps()))

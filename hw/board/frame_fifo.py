@@ -30,8 +30,8 @@ __all__ = ["FrameFifo"]
 
 
 class FrameFifo(wiring.Component):
-    """``i`` (bytes with ``bad``) in, whole good frames out on ``o``; counts ``frames`` passed
-    in whole and ``overflows``."""
+    """``i`` (bytes with ``bad``) in, whole good frames out on ``o``; counts ``overflows``
+    (the receiver counts the frames themselves)."""
 
     def __init__(self, depth=4096, sender_waits=False):
         if not isinstance(depth, int) or depth < 16 or depth & (depth - 1):
@@ -42,7 +42,6 @@ class FrameFifo(wiring.Component):
         super().__init__({
             "i": In(RxByteSignature()),
             "o": Out(ByteSignature()),
-            "frames": Out(32),
             "overflows": Out(32),
         })
 
@@ -77,7 +76,7 @@ class FrameFifo(wiring.Component):
                 with m.If(self.i.p.last & self.i.p.bad):
                     m.d.sync += wp.eq(cp)
                 with m.Elif(self.i.p.last):
-                    m.d.sync += [wp.eq(wp + 1), cp.eq(wp + 1), self.frames.eq(self.frames + 1)]
+                    m.d.sync += [wp.eq(wp + 1), cp.eq(wp + 1)]
                 with m.Else():
                     m.d.sync += wp.eq(wp + 1)
 

@@ -8,7 +8,7 @@ has started is all there. Should a byte be missing mid-frame anyway, the transmi
 ``underruns``.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -75,7 +75,7 @@ class GmiiTransmitter(wiring.Component):
                     m.d.sync += self.underruns.eq(self.underruns + 1)
             with m.State("pad"):
                 send(0)
-                m.d.sync += [crc.eq(crc32_byte(crc, 0)), count.eq(count + 1)]
+                m.d.sync += [crc.eq(crc32_byte(crc, Const(0, 8))), count.eq(count + 1)]
                 with m.If(count + 1 == MIN_FRAME - 4):
                     m.d.sync += count.eq(0)
                     m.next = "fcs"
